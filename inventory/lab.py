@@ -1,0 +1,8 @@
+"""The running lab (`k3ops lab up`) as a pyinfra inventory, grouped by hardware profile.
+
+    pyinfra -y inventory/lab.py exec -- uname -a
+"""
+
+from k3ops.lab.inventory import groups
+
+globals().update(groups())

@@ -1,0 +1,98 @@
+"""The `k3ops` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _lab_up(args) -> int:
+    from .lab import lab
+
+    started = lab.up(args.hosts, args.profile or [], nvme_size_gib=args.nvme_size_gib)
+    for host in started.hosts:
+        print(f"{host.name}\t{host.profile}\t{host.address}")
+    return 0
+
+
+def _lab_status(args) -> int:
+    from .lab import lab
+
+    hosts = lab.status()
+    if args.json:
+        print(json.dumps({"hosts": hosts}))
+    elif not hosts:
+        print("no lab is up")
+    else:
+        for host in hosts:
+            print(f"{host['name']}\t{host['profile']}\t{host['address']}\t{host['state']}")
+    return 0
+
+
+def _lab_ssh(args) -> int:
+    from .lab import lab, state
+
+    current = state.load()
+    if current is None:
+        print("k3ops lab ssh: no lab is up (run `k3ops lab up`)", file=sys.stderr)
+        return 2
+    try:
+        host = current.host(args.host)
+    except KeyError as error:
+        print(f"k3ops lab ssh: {error.args[0]}", file=sys.stderr)
+        return 2
+    command = lab.ssh_command(host, args.command)
+    if sys.stdin.isatty() and not args.command:
+        command.insert(1, "-t")
+    os.execvp(command[0], command)
+
+
+def _lab_down(args) -> int:
+    from .lab import lab
+
+    lab.down()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
+    commands = top.add_subparsers(dest="command", required=True)
+    lab_parser = commands.add_parser("lab", help="a simulated GPU fleet on this machine")
+    lab_commands = lab_parser.add_subparsers(dest="lab_command", required=True)
+
+    up = lab_commands.add_parser("up", help="start lab hosts (reuses a running lab with the same profiles)")
+    up.add_argument("--hosts", type=int, default=2, help="number of hosts (default 2)")
+    up.add_argument("--profile", action="append", metavar="NAME",
+                    help="hardware profile for the next host, in order (repeatable); the rest get h200x8")
+    up.add_argument("--nvme-size-gib", type=int, default=8, help="size of each simulated NVMe device (sparse)")
+    up.set_defaults(handler=_lab_up)
+
+    status = lab_commands.add_parser("status", help="list the lab hosts and their state")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_lab_status)
+
+    ssh = lab_commands.add_parser("ssh", help="run a command as root on a lab host (a shell without one)")
+    ssh.add_argument("host")
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.set_defaults(handler=_lab_ssh)
+
+    down = lab_commands.add_parser("down", help="stop the lab and remove all it made (idempotent)")
+    down.set_defaults(handler=_lab_down)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "lab" and args.lab_command == "up" and args.hosts < 1:
+        parser().error("--hosts must be at least 1")
+    try:
+        return args.handler(args)
+    except (RuntimeError, ValueError) as error:
+        print(f"k3ops {args.command}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

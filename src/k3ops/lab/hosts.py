@@ -1,0 +1,232 @@
+"""One lab host: an overlay of the base image, its NVMe loop devices, and its systemd-nspawn.
+
+The host's files, block devices and network namespace outlive its container, so a reboot inside
+the host (nspawn exits 133) brings it back by the supervisor with the same disks and address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import state
+from .debian import Mirrors
+from .profiles import get_profile
+
+SIM_SOURCE = Path(__file__).parent / "sim"
+SIM_ON_HOST = "usr/lib/k3ops-lab-sim/labsim"
+HARDWARE_ON_HOST = "etc/k3ops-lab/hardware.json"
+REBOOT_EXIT_STATUS = 133
+NETNS_PATH = "/run/netns"
+# nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
+SIMULATED_SYSFS = ("/sys/module", "/sys/bus/pci", "/sys/firmware")
+HARDWARE_UNIT = """[Unit]
+Description=k3ops lab: simulated firmware, kernel modules and udev for this host's hardware profile
+DefaultDependencies=no
+After=systemd-remount-fs.service
+Before=local-fs.target sysinit.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/python3 -c "import sys; sys.path.insert(0, '/usr/lib/k3ops-lab-sim'); from labsim.boot import main; sys.exit(main([]))"
+
+[Install]
+WantedBy=sysinit.target
+"""
+UDEV_UNIT = """[Unit]
+Description=k3ops lab: keeps /dev/disk/by-uuid links as udev would
+After=k3ops-lab-hardware.service
+
+[Service]
+ExecStart=/usr/bin/python3 -c "import sys; sys.path.insert(0, '/usr/lib/k3ops-lab-sim'); from labsim.boot import main; sys.exit(main(['udev']))"
+Restart=always
+
+[Install]
+WantedBy=multi-user.target
+"""
+LAB_UNITS = {"k3ops-lab-hardware.service": ("sysinit.target", HARDWARE_UNIT),
+             "k3ops-lab-udev.service": ("multi-user.target", UDEV_UNIT)}
+
+
+def paths(host: state.LabHost) -> dict[str, Path]:
+    directory = host.directory
+    return {name: directory / name for name in ("upper", "work", "root", "disks", "console.log", "supervisor.pid")}
+
+
+def create(host: state.LabHost, lab: state.Lab, base: Path, mirrors: Mirrors, nvme_size_gib: int) -> None:
+    """Lay out the host's root, disks and files; idempotent for a host that already exists."""
+    where = paths(host)
+    for name in ("upper", "work", "root", "disks"):
+        where[name].mkdir(parents=True, exist_ok=True)
+    if subprocess.run(["mountpoint", "-q", str(where["root"])]).returncode != 0:
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={base},upperdir={where['upper']},workdir={where['work']}", str(where["root"])],
+                       check=True)
+    hardware = get_profile(host.profile).hardware(host.name, nvme_size_gib=nvme_size_gib)
+    if not host.nvme_loops:
+        host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
+    _write_host_files(where["root"], host, lab, hardware, mirrors)
+
+
+def _attach_disk(image: Path, size_gib: int) -> str:
+    if not image.exists():
+        with open(image, "wb") as sparse:
+            sparse.truncate(size_gib * 1024**3)
+    return subprocess.run(["losetup", "--find", "--show", str(image)], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware: dict, mirrors: Mirrors) -> None:
+    def write(relative: str, content: str, mode: int = 0o644) -> None:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        path.chmod(mode)
+
+    write("etc/hostname", host.name + "\n")
+    write("etc/machine-id", hashlib.md5(f"k3ops-lab/{host.name}".encode()).hexdigest() + "\n", 0o444)
+    hosts_lines = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{host.name}", f"{state.CONTROLLER_ADDRESS}\tk3lab-controller"]
+    hosts_lines += [f"{other.address}\t{other.name}" for other in lab.hosts if other.name != host.name]
+    write("etc/hosts", "\n".join(hosts_lines) + "\n")
+    write("etc/resolv.conf", "# k3ops lab: no DNS and no route out; apt goes through the controller's proxy\n")
+    write("root/.ssh/authorized_keys", Path(f"{state.ssh_key()}.pub").read_text(), 0o600)
+    (root / "root/.ssh").chmod(0o700)
+    if not list((root / "etc/ssh").glob("ssh_host_*_key")):
+        subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+    (root / "etc/apt/sources.list").unlink(missing_ok=True)
+    write("etc/apt/sources.list.d/debian.sources", mirrors.sources())
+    write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
+          f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
+          f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n')
+    write(HARDWARE_ON_HOST, json.dumps(hardware, indent=2) + "\n")
+    sim_target = root / SIM_ON_HOST
+    shutil.rmtree(sim_target, ignore_errors=True)
+    shutil.copytree(SIM_SOURCE, sim_target, ignore=shutil.ignore_patterns("__pycache__"))
+    for unit, (target, content) in LAB_UNITS.items():
+        write(f"etc/systemd/system/{unit}", content)
+        wants = root / f"etc/systemd/system/{target}.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        if not (wants / unit).is_symlink():
+            (wants / unit).symlink_to(f"/etc/systemd/system/{unit}")
+
+
+def nspawn_command(host: state.LabHost) -> list[str]:
+    hardware = get_profile(host.profile).hardware(host.name)
+    command = [
+        "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
+        f"--directory={paths(host)['root']}", f"--machine={host.name}",
+        f"--network-namespace-path={NETNS_PATH}/{host.netns}",
+    ]
+    command += [f"--tmpfs={mount}" for mount in SIMULATED_SYSFS]
+    command += [f"--bind={loop}:/dev/{disk['name']}" for loop, disk in zip(host.nvme_loops, hardware["nvme"])]
+    return command
+
+
+
+def supervise(host: state.LabHost) -> int:
+    """Run the host's container until it shuts down; restart it when it reboots."""
+    log = open(paths(host)["console.log"], "ab")
+    stopping = False
+    child: subprocess.Popen | None = None
+
+    def stop(_signum, _frame):
+        nonlocal stopping
+        stopping = True
+        if child and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    while True:
+        child = subprocess.Popen(nspawn_command(host), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        status = child.wait()
+        if stopping or status != REBOOT_EXIT_STATUS:
+            return 0 if status in (0, REBOOT_EXIT_STATUS) else status
+        log.write(f"\n=== k3ops lab: {host.name} rebooted, starting it again ===\n".encode())
+        log.flush()
+
+
+def start(host: state.LabHost) -> None:
+    """Start the host's supervisor in its own session, so it outlives this command."""
+    if supervisor_pid(host):
+        return
+    process = subprocess.Popen(
+        [sys.executable, "-m", "k3ops.lab.supervisor", host.name],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(paths(host)["console.log"], "ab"),
+        start_new_session=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    paths(host)["supervisor.pid"].write_text(f"{process.pid}\n")
+
+
+def supervisor_pid(host: state.LabHost) -> int | None:
+    """The running supervisor's pid, checked against /proc so a stale pid file is not trusted."""
+    try:
+        pid = int(paths(host)["supervisor.pid"].read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if b"k3ops.lab.supervisor" in cmdline and host.name.encode() in cmdline else None
+
+
+def container_running(host: state.LabHost) -> bool:
+    pid = supervisor_pid(host)
+    if pid is None:
+        return False
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return children.exists() and bool(children.read_text().split())
+
+
+def stop(host: state.LabHost, timeout: float = 30.0) -> None:
+    """Shut the container down cleanly, then forcibly if it hangs."""
+    pid = supervisor_pid(host)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and supervisor_pid(host):
+        time.sleep(0.2)
+    if supervisor_pid(host):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def destroy(host: state.LabHost) -> None:
+    """Remove everything the host holds on the controller: mount, loop devices, files."""
+    where = paths(host)
+    if where["root"].exists() and subprocess.run(["mountpoint", "-q", str(where["root"])]).returncode == 0:
+        subprocess.run(["umount", "--lazy", str(where["root"])], check=True)
+    for loop in host.nvme_loops:
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+    remove_strays(host.directory)
+
+
+def remove_strays(directory: Path) -> None:
+    """Kill, unmount and detach whatever still runs from or is backed by `directory`, then delete it.
+
+    Covers what a crashed `lab up` or a lost state file leaves behind, so `lab down` always cleans up.
+    """
+    marker = f"--directory={directory}".encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(f"{directory}/")), reverse=True):
+        subprocess.run(["umount", "--lazy", mount], capture_output=True)
+    listing = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+                             capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) > 1 and fields[1].startswith(f"{directory}/"):
+            subprocess.run(["losetup", "-d", fields[0]], capture_output=True)
+    shutil.rmtree(directory, ignore_errors=True)
+

@@ -1,0 +1,59 @@
+"""The running lab as pyinfra inventory groups: one group per hardware profile.
+
+Host data carries what a deploy would read from a real inventory (SSH access, the hardware the
+host has) plus the URLs of the lab's simulated vendor repositories in place of the vendors' own.
+"""
+
+from __future__ import annotations
+
+from . import state, vendor_repo
+from .profiles import get_profile
+from .services import vendor_repo_url
+
+
+class NoLabError(RuntimeError):
+    pass
+
+
+def repositories() -> dict[str, dict[str, str]]:
+    """Vendor repositories as the lab serves them; `{rocm_release}` is filled in by the deploy."""
+    base = vendor_repo_url()
+    return {
+        "cuda": {"url": f"{base}/{vendor_repo.CUDA_REPO_PATH}/", "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[0]}"},
+        "container_toolkit": {"url": f"{base}/{vendor_repo.CONTAINER_TOOLKIT_REPO_PATH}/",
+                              "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[1]}"},
+        "amdgpu": {"url": f"{base}/amdgpu/{{rocm_release}}/ubuntu", "suite": vendor_repo.AMD_SUITE,
+                   "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
+        "rocm": {"url": f"{base}/rocm/apt/{{rocm_release}}", "suite": vendor_repo.AMD_SUITE,
+                 "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
+        "doca": {"url": f"{base}/{vendor_repo.DOCA_REPO_PATH}/", "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[3]}"},
+    }
+
+
+def host_data(host: state.LabHost) -> dict:
+    profile = get_profile(host.profile)
+    return {
+        "ssh_hostname": host.address,
+        "ssh_user": "root",
+        "ssh_key": str(state.ssh_key()),
+        "ssh_strict_host_key_checking": "no",
+        "ssh_known_hosts_file": "/dev/null",
+        "lab": True,
+        "hardware_profile": profile.name,
+        "gpu_vendor": profile.gpu_vendor,
+        "gpu_model": profile.gpu_model.name if profile.gpu_model else None,
+        "gpu_count": profile.gpu_count,
+        "nvswitch": profile.fabric == "nvswitch",
+        "nvme_devices": [f"/dev/{disk.name}" for disk in profile.nvme],
+        "repositories": repositories(),
+    }
+
+
+def groups() -> dict[str, list[tuple[str, dict]]]:
+    lab = state.load()
+    if lab is None:
+        raise NoLabError("no lab is up: run `k3ops lab up` first")
+    grouped: dict[str, list[tuple[str, dict]]] = {}
+    for host in lab.hosts:
+        grouped.setdefault(host.profile, []).append((host.name, host_data(host)))
+    return grouped

@@ -1,0 +1,95 @@
+"""The controller's services for the lab: an apt proxy and the simulated vendor repositories.
+
+Both listen only on the controller's address on the lab bridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import state
+
+APT_CACHER_CONFIG = """CacheDir: {cache}
+LogDir: {logs}
+Port: {port}
+BindAddress: {address}
+ExThreshold: 4
+"""
+APT_PROXY_SIGNATURE = f"apt-cacher-ng -c {state.STATE_DIR}/apt-cacher-ng"
+VENDOR_REPO_SIGNATURE = f"http.server --bind {state.CONTROLLER_ADDRESS}"
+
+
+def _processes(signature: str) -> list[int]:
+    """Pids whose command line carries `signature`: found afresh, so no pid file can go stale."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if signature.encode() in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+                    pids.append(int(proc.name))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return pids
+
+
+def _start(signature: str, command: list[str], log_name: str) -> None:
+    if _processes(signature):
+        return
+    logs = state.STATE_DIR / "run"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / f"{log_name}.log", "ab")
+    subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+
+
+def start_apt_proxy() -> None:
+    """apt-cacher-ng, fetching from whatever mirror a host asks for (the controller's own)."""
+    config_dir = state.STATE_DIR / "apt-cacher-ng"
+    cache = state.CACHE_DIR / "apt-cacher-ng"
+    logs = config_dir / "log"
+    for directory in (config_dir, cache, logs):
+        directory.mkdir(parents=True, exist_ok=True)
+    (config_dir / "acng.conf").write_text(APT_CACHER_CONFIG.format(
+        cache=cache, logs=logs, port=state.APT_PROXY_PORT, address=state.CONTROLLER_ADDRESS))
+    _start(APT_PROXY_SIGNATURE, ["apt-cacher-ng", "-c", str(config_dir), "ForeGround=1"], "apt-cacher-ng")
+
+
+def start_vendor_repo(directory: Path) -> None:
+    _start(VENDOR_REPO_SIGNATURE, [sys.executable, "-m", "http.server", "--bind", state.CONTROLLER_ADDRESS,
+                                   "--directory", str(directory), str(state.VENDOR_REPO_PORT)], "vendor-repo")
+
+
+def wait_until_listening(timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    for port in (state.APT_PROXY_PORT, state.VENDOR_REPO_PORT):
+        while True:
+            try:
+                socket.create_connection((state.CONTROLLER_ADDRESS, port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"lab service on port {port} did not start; see {state.STATE_DIR / 'run'}")
+                time.sleep(0.2)
+
+
+def stop_all() -> None:
+    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE):
+        for pid in _processes(signature):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while _processes(signature) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in _processes(signature):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def vendor_repo_url() -> str:
+    return f"http://{state.CONTROLLER_ADDRESS}:{state.VENDOR_REPO_PORT}"

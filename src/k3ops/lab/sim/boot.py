@@ -1,0 +1,152 @@
+"""The lab host's boot layer: what firmware, the kernel and udev would do on real hardware.
+
+Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`), it
+- lays out the sysfs that real `lspci`, `dmidecode` and `mokutil` read (tmpfs mounts made by nspawn),
+- "loads" the kernel modules that driver packages staged, so /sys/module/<name>/version changes only
+  at a reboot, as on a real host, and creates their device nodes,
+- stands in for udev: /dev/disk/by-uuid links for the NVMe devices, and mounting fstab's block
+  devices, which systemd skips inside a container.
+`udev` mode keeps the by-uuid links fresh while the host runs (`k3ops-lab-udev.service`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .host import KERNEL_MODULE_STAGING, SimHost
+from .sysfs import write_sysfs
+
+# Each module: the GPU vendor it drives, its device nodes (name, major, minor), and the kernel's
+# taint letters for its flavour (a proprietary NVIDIA module taints with P).
+KERNEL_MODULES = {
+    "nvidia": {"vendor": "nvidia", "taint": {"open": "OE", "proprietary": "POE"}},
+    "amdgpu": {"vendor": "amd", "taint": {"dkms": "OE"}},
+}
+NVIDIA_MAJOR = 195
+NVIDIA_CONTROL_MINOR = 255
+NVIDIA_UVM_MAJOR = 510
+KFD_MAJOR = 511
+DRI_MAJOR = 226
+RENDER_MINOR_BASE = 128
+INBOX_DRIVERS = {"nics": "mlx5_core", "nvme": "nvme", "nvswitches": "nvidia-nvswitch", "pcie_switches": "pcieport"}
+EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-e3db8b43b5d1"
+EFI_VARIABLE_ATTRIBUTES = (7).to_bytes(4, "little")  # non-volatile, boot service, runtime access
+BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
+UDEV_POLL_SECONDS = 0.5
+
+
+def load_kernel_modules(host: SimHost) -> dict[str, str]:
+    """Load each staged module whose hardware is present; returns {module: version}."""
+    vendor = (host.hardware().get("gpu_model") or {}).get("vendor")
+    loaded = {}
+    for module, spec in KERNEL_MODULES.items():
+        staged = host.path(f"{KERNEL_MODULE_STAGING}/{module}")
+        if spec["vendor"] != vendor or not staged.exists():
+            continue
+        build = json.loads(staged.read_text())
+        module_dir = host.path(f"sys/module/{module}")
+        module_dir.mkdir(parents=True, exist_ok=True)
+        (module_dir / "version").write_text(build["version"] + "\n")
+        (module_dir / "taint").write_text(spec["taint"].get(build["flavour"], "OE") + "\n")
+        (module_dir / "initstate").write_text("live\n")
+        loaded[module] = build["version"]
+    return loaded
+
+
+def kernel_drivers(hardware: dict, loaded: dict[str, str]) -> dict[str, str]:
+    """PCI bus id -> the driver bound to it: inbox drivers always, GPU drivers once loaded."""
+    drivers = {device["pci_bus_id"]: driver for key, driver in INBOX_DRIVERS.items()
+               for device in hardware.get(key, [])}
+    gpu_driver = {"nvidia": "nvidia", "amd": "amdgpu"}.get((hardware.get("gpu_model") or {}).get("vendor"))
+    if gpu_driver in loaded:
+        drivers.update({gpu["pci_bus_id"]: gpu_driver for gpu in hardware["gpus"] if not gpu.get("fallen_off_bus")})
+    return drivers
+
+
+def create_device_nodes(host: SimHost, loaded: dict[str, str]) -> None:
+    gpus = host.visible_gpus()
+    nodes: list[tuple[str, int, int]] = []
+    if "nvidia" in loaded:
+        nodes += [(f"dev/nvidia{gpu['minor_number']}", NVIDIA_MAJOR, gpu["minor_number"]) for gpu in gpus]
+        nodes += [("dev/nvidiactl", NVIDIA_MAJOR, NVIDIA_CONTROL_MINOR), ("dev/nvidia-uvm", NVIDIA_UVM_MAJOR, 0)]
+    if "amdgpu" in loaded:
+        nodes.append(("dev/kfd", KFD_MAJOR, 0))
+        nodes += [(f"dev/dri/renderD{RENDER_MINOR_BASE + i}", DRI_MAJOR, RENDER_MINOR_BASE + i) for i in range(len(gpus))]
+    for name, major, minor in nodes:
+        path = host.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+
+
+def write_secure_boot_state(host: SimHost, enabled: bool) -> None:
+    """The SecureBoot EFI variable that `mokutil --sb-state` reads."""
+    efivars = host.path("sys/firmware/efi/efivars")
+    efivars.mkdir(parents=True, exist_ok=True)
+    (efivars / f"SecureBoot-{EFI_GLOBAL_VARIABLE}").write_bytes(EFI_VARIABLE_ATTRIBUTES + bytes([int(enabled)]))
+
+
+def refresh_disk_links(host: SimHost) -> None:
+    """/dev/disk/by-uuid/<uuid> for every NVMe device that holds a filesystem, as udev makes them."""
+    by_uuid = host.path("dev/disk/by-uuid")
+    by_uuid.mkdir(parents=True, exist_ok=True)
+    wanted = {}
+    for disk in host.hardware().get("nvme", []):
+        device = host.path(f"dev/{disk['name']}")
+        if not device.exists():
+            continue
+        probe = subprocess.run(["blkid", "-o", "value", "-s", "UUID", str(device)], capture_output=True, text=True)
+        if probe.stdout.strip():
+            wanted[probe.stdout.strip()] = f"../../{disk['name']}"
+    for link in by_uuid.iterdir():
+        if link.name not in wanted or os.readlink(link) != wanted[link.name]:
+            link.unlink()
+    for uuid, target in wanted.items():
+        if not (by_uuid / uuid).is_symlink():
+            (by_uuid / uuid).symlink_to(target)
+
+
+def mount_fstab_block_devices(host: SimHost) -> None:
+    """Mount fstab's block-device entries now that their links exist; systemd skipped them."""
+    fstab = host.path("etc/fstab")
+    if not fstab.exists():
+        return
+    for line in fstab.read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 4 or line.lstrip().startswith("#") or not fields[0].startswith(BLOCK_SOURCES):
+            continue
+        source, target, options = fields[0], fields[1], fields[3].split(",")
+        if "noauto" in options or fields[2] == "swap" or target == "/":
+            continue
+        if subprocess.run(["mountpoint", "-q", target]).returncode == 0:
+            continue
+        Path(target).mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(["mount", target], capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"k3ops-lab: could not mount {source} on {target}: {result.stderr.strip()}", file=sys.stderr)
+
+
+def boot(host: SimHost) -> None:
+    hardware = host.hardware()
+    loaded = load_kernel_modules(host)
+    write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
+    write_secure_boot_state(host, bool(hardware.get("secure_boot")))
+    create_device_nodes(host, loaded)
+    refresh_disk_links(host)
+    mount_fstab_block_devices(host)
+
+
+def main(argv: list[str], host: SimHost | None = None) -> int:
+    host = host or SimHost()
+    if argv[:1] == ["udev"]:
+        while True:
+            refresh_disk_links(host)
+            time.sleep(UDEV_POLL_SECONDS)
+    boot(host)
+    return 0

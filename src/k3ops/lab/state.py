@@ -1,0 +1,84 @@
+"""Where the lab keeps its files, and the record of which hosts it runs.
+
+The cache (base image, built vendor repository, apt cache) outlives a lab; the state directory
+belongs to one running lab and is removed by `k3ops lab down`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CACHE_DIR = Path(os.environ.get("K3OPS_LAB_CACHE", "/var/cache/k3ops-lab"))
+STATE_DIR = Path(os.environ.get("K3OPS_LAB_STATE", "/var/lib/k3ops-lab"))
+
+# The lab's own private subnet: only the lab's namespaces use it, and nothing routes beyond it.
+SUBNET_PREFIX = os.environ.get("K3OPS_LAB_SUBNET", "10.213.7")
+CONTROLLER_ADDRESS = f"{SUBNET_PREFIX}.1"
+PREFIX_LENGTH = 24
+FIRST_HOST_OCTET = 11
+BRIDGE = "k3lab0"
+NETNS_PREFIX = "k3lab-"
+APT_PROXY_PORT = 3142
+VENDOR_REPO_PORT = 8081
+
+
+@dataclass
+class LabHost:
+    name: str
+    profile: str
+    address: str
+    nvme_loops: list[str] = field(default_factory=list)
+
+    @property
+    def netns(self) -> str:
+        return NETNS_PREFIX + self.name
+
+    @property
+    def directory(self) -> Path:
+        return STATE_DIR / "hosts" / self.name
+
+
+@dataclass
+class Lab:
+    hosts: list[LabHost]
+
+    def host(self, name: str) -> LabHost:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(f"no lab host named {name!r}; hosts: {', '.join(h.name for h in self.hosts) or 'none'}")
+
+
+def host_name(index: int) -> str:
+    return f"gpu-{index + 1:02d}"
+
+
+def host_address(index: int) -> str:
+    return f"{SUBNET_PREFIX}.{FIRST_HOST_OCTET + index}"
+
+
+def state_file() -> Path:
+    return STATE_DIR / "lab.json"
+
+
+def ssh_key() -> Path:
+    """The lab's generated SSH key (kept in the cache so it survives `lab down`)."""
+    return CACHE_DIR / "ssh" / "id_ed25519"
+
+
+def load() -> Lab | None:
+    try:
+        data = json.loads(state_file().read_text())
+    except FileNotFoundError:
+        return None
+    return Lab(hosts=[LabHost(**host) for host in data["hosts"]])
+
+
+def save(lab: Lab) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    temporary = state_file().with_suffix(".tmp")
+    temporary.write_text(json.dumps({"hosts": [asdict(h) for h in lab.hosts]}, indent=2) + "\n")
+    temporary.replace(state_file())

@@ -1,0 +1,11 @@
+"""`python -m k3ops.lab.supervisor HOST`: keeps one lab host's container running across reboots."""
+
+import sys
+
+from . import hosts, state
+
+if __name__ == "__main__":
+    lab = state.load()
+    if lab is None:
+        sys.exit("k3ops lab supervisor: no lab is set up")
+    sys.exit(hosts.supervise(lab.host(sys.argv[1])))

@@ -1,0 +1,335 @@
+"""The lab's gpg-signed apt repositories of simulated vendor packages.
+
+Named, versioned and laid out like NVIDIA's CUDA and container toolkit repositories, AMD's
+amdgpu and ROCm repositories and NVIDIA's DOCA repository, so that a deploy uses its real
+repository, keyring and pinning code with only the URL changed. Each package installs the thin
+entry points of the simulated tools (the tools themselves are `labsim`, part of every lab host's
+simulated hardware) and the markers a real package leaves: the NVML library named by its version,
+a kernel module for the lab's boot layer to load at the next boot, /opt/rocm/.info/version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import state
+
+NVIDIA_DRIVER_VERSIONS = ("570.195.03", "580.105.08", "580.126.09")
+CONTAINER_TOOLKIT_VERSIONS = ("1.17.8-1", "1.18.0-1")
+DCGM_VERSION = "1:4.4.1-1"
+NCCL_VERSION = "2.28.7-1+cuda13.0"
+NCCL_TESTS_VERSION = "2.17.6-1"
+DOCA_VERSION = "3.1.0"
+OFED_TOOLS_VERSION = "2501mlnx56-1.2501060"
+# ROCm release -> (amdgpu kernel module version, build number)
+ROCM_RELEASES = {"6.4.1": ("6.12.12", "83"), "7.0.2": ("6.14.14", "56")}
+AMD_SUITE = "noble"
+
+CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
+CONTAINER_TOOLKIT_REPO_PATH = "libnvidia-container/stable/deb/amd64"
+DOCA_REPO_PATH = f"public/repo/doca/{DOCA_VERSION}/debian12/x86_64"
+# Where each vendor publishes its signing key, relative to the repository server's root.
+SIGNING_KEY_PATHS = (
+    f"{CUDA_REPO_PATH}/3bf863cc.pub",
+    "libnvidia-container/gpgkey",
+    "rocm/rocm.gpg.key",
+    f"{DOCA_REPO_PATH}/GPG-KEY-Mellanox.pub",
+)
+
+SIM_LIBRARY = "/usr/lib/k3ops-lab-sim"
+VERSION_MARKERS = f"{SIM_LIBRARY}/versions"
+KERNEL_MODULE_STAGING = f"{SIM_LIBRARY}/kmod"
+ENTRY_POINT = """#!/usr/bin/python3
+# Simulated by the k3ops lab: {tool} for this host's hardware profile.
+import sys
+sys.path.insert(0, "{library}")
+from labsim.{module} import {function}
+sys.exit({function}(sys.argv[1:]))
+"""
+
+
+@dataclass
+class Package:
+    name: str
+    version: str
+    description: str
+    depends: str = ""
+    conflicts: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # path -> content
+    links: dict[str, str] = field(default_factory=dict)  # path -> target
+    executables: tuple[str, ...] = ()
+    postinst: str = ""
+
+
+def tool(path: str, module: str, function: str = "main") -> dict[str, str]:
+    name = Path(path).name
+    return {path: ENTRY_POINT.format(tool=name, library=SIM_LIBRARY, module=module, function=function)}
+
+
+def service_unit(description: str, exec_start: str, wanted_by: str = "multi-user.target", extra: str = "") -> str:
+    return (
+        f"[Unit]\nDescription={description}\n\n[Service]\n{extra}ExecStart={exec_start}\n\n"
+        f"[Install]\nWantedBy={wanted_by}\n"
+    )
+
+
+def version_marker(package: str, version: str) -> dict[str, str]:
+    return {f"{VERSION_MARKERS}/{package}": version.split(":")[-1].rsplit("-", 1)[0] + "\n"}
+
+
+def nvidia_driver_packages(version: str) -> list[Package]:
+    """One driver release as the CUDA repository splits it, open and proprietary modules alike."""
+    branch = version.split(".")[0]
+    full = f"{version}-1"
+    exact = f"(= {full})"
+    fabricmanager = "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}"
+    library = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{version}"
+    return [
+        Package(
+            "nvidia-driver-cuda", full, "NVIDIA driver CUDA integration components (nvidia-smi, NVML)",
+            files={library: f"simulated NVML {version}\n", **tool("/usr/bin/nvidia-smi", "nvidia_smi")},
+            links={"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": Path(library).name},
+        ),
+        *(
+            Package(
+                name, full, f"NVIDIA driver {flavour} kernel module (DKMS)", conflicts=other,
+                files={f"{KERNEL_MODULE_STAGING}/nvidia": json.dumps({"version": version, "flavour": flavour}) + "\n"},
+            )
+            for name, flavour, other in (
+                ("nvidia-kernel-open-dkms", "open", "nvidia-kernel-dkms"),
+                ("nvidia-kernel-dkms", "proprietary", "nvidia-kernel-open-dkms"),
+            )
+        ),
+        Package(
+            "nvidia-persistenced", full, "daemon to maintain persistent software state in the NVIDIA driver",
+            files={
+                **tool("/usr/bin/nvidia-persistenced", "daemons", "persistenced_main"),
+                "/usr/lib/systemd/system/nvidia-persistenced.service": service_unit(
+                    "NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced --user root",
+                    extra="Type=simple\n",
+                ),
+            },
+        ),
+        Package(
+            "nvidia-driver", full, "NVIDIA metapackage",
+            depends=f"nvidia-driver-cuda {exact}, nvidia-persistenced {exact}, "
+            f"nvidia-kernel-open-dkms {exact} | nvidia-kernel-dkms {exact}",
+        ),
+        Package("nvidia-open", full, "NVIDIA open kernel module flavour metapackage",
+                depends=f"nvidia-driver {exact}, nvidia-kernel-open-dkms {exact}"),
+        Package(f"cuda-drivers-{branch}", full, f"CUDA driver metapackage for branch {branch}",
+                depends=f"nvidia-driver {exact}"),
+        Package("cuda-drivers", full, "CUDA driver metapackage", depends=f"cuda-drivers-{branch} {exact}"),
+        Package(
+            f"nvidia-driver-pinning-{branch}", full, f"Pins the NVIDIA driver packages to branch {branch}",
+            files={f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}": (
+                "Package: nvidia-driver* nvidia-kernel-* nvidia-open* nvidia-persistenced "
+                f"cuda-drivers* {fabricmanager} libnvidia-*\nPin: version {branch}.*\nPin-Priority: 1000\n"
+            )},
+        ),
+        Package(
+            fabricmanager, full, "Fabric Manager for NVSwitch based systems",
+            files={
+                **tool("/usr/bin/nv-fabricmanager", "daemons", "fabricmanager_main"),
+                **version_marker("nvidia-fabricmanager", full),
+                "/usr/lib/systemd/system/nvidia-fabricmanager.service": service_unit(
+                    "NVIDIA fabric manager service", "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
+                    extra="Type=simple\n",
+                ),
+                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n",
+            },
+        ),
+    ]
+
+
+def nvidia_tools_packages() -> list[Package]:
+    """DCGM and NCCL tests, as the CUDA repository ships them."""
+    return [
+        Package(
+            "datacenter-gpu-manager-4-core", DCGM_VERSION, "NVIDIA Data Center GPU Manager (core)",
+            files={
+                **tool("/usr/bin/dcgmi", "dcgmi"),
+                **tool("/usr/bin/nv-hostengine", "daemons", "hostengine_main"),
+                "/usr/lib/systemd/system/nvidia-dcgm.service": service_unit(
+                    "NVIDIA DCGM service", "/usr/bin/nv-hostengine -n --service-account nvidia-dcgm",
+                    extra="Type=simple\n",
+                ),
+            },
+        ),
+        Package("datacenter-gpu-manager-4-cuda13", DCGM_VERSION, "NVIDIA DCGM for CUDA 13",
+                depends=f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})"),
+        Package("libnccl2", NCCL_VERSION, "NVIDIA Collective Communication Library (NCCL) runtime",
+                files={"/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.7": "simulated NCCL\n"},
+                links={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": "libnccl.so.2.28.7"}),
+        Package("nccl-tests", NCCL_TESTS_VERSION, "NCCL performance tests", depends="libnccl2",
+                files=tool("/usr/bin/all_reduce_perf", "all_reduce_perf")),
+    ]
+
+
+def container_toolkit_packages(version: str) -> list[Package]:
+    exact = f"(= {version})"
+    return [
+        Package("libnvidia-container1", version, "NVIDIA container runtime library",
+                files={"/usr/lib/x86_64-linux-gnu/libnvidia-container.so.1": "simulated\n"}),
+        Package("libnvidia-container-tools", version, "NVIDIA container runtime library (command-line tools)",
+                depends=f"libnvidia-container1 {exact}", files=tool("/usr/bin/nvidia-container-cli", "container_runtime", "cli_main")),
+        Package(
+            "nvidia-container-toolkit-base", version, "NVIDIA Container Toolkit Base",
+            files={
+                **tool("/usr/bin/nvidia-ctk", "nvidia_ctk"),
+                **tool("/usr/bin/nvidia-container-runtime", "container_runtime", "runtime_main"),
+                **version_marker("nvidia-container-toolkit", version),
+            },
+        ),
+        Package("nvidia-container-toolkit", version, "NVIDIA Container toolkit",
+                depends=f"nvidia-container-toolkit-base {exact}, libnvidia-container-tools {exact}"),
+    ]
+
+
+def rocm_packages(release: str) -> tuple[list[Package], list[Package]]:
+    """(amdgpu repository packages, rocm repository packages) for one ROCm release."""
+    module_version, build = ROCM_RELEASES[release]
+    number = "".join(f"{int(part):02d}" if i else part for i, part in enumerate(release.split(".")))
+    rocm_version = f"{release}.{number}-{build}~24.04"
+    prefix = f"/opt/rocm-{release}"
+    amdgpu = [
+        Package(
+            "amdgpu-dkms", f"1:{module_version}.{number}-2212569.24.04", "amdgpu driver in DKMS format",
+            files={f"{KERNEL_MODULE_STAGING}/amdgpu": json.dumps({"version": module_version, "flavour": "dkms"}) + "\n"},
+        )
+    ]
+    rocm = [
+        Package("rocm-core", rocm_version, "ROCm runtime core",
+                files={f"{prefix}/.info/version": f"{release}-{build}\n"}, links={"/opt/rocm": prefix}),
+        Package("rocm-smi-lib", rocm_version, "AMD System Management libraries", depends="rocm-core",
+                files={**tool(f"{prefix}/bin/rocm-smi", "rocm_smi"), **version_marker("rocm-smi-lib", rocm_version)},
+                links={"/usr/bin/rocm-smi": f"{prefix}/bin/rocm-smi"}),
+        Package("amd-smi-lib", rocm_version, "AMD System Management Interface library and tool",
+                depends="rocm-core",
+                files={**tool(f"{prefix}/bin/amd-smi", "amd_smi"), **version_marker("amd-smi-lib", rocm_version)},
+                links={"/usr/bin/amd-smi": f"{prefix}/bin/amd-smi"}),
+        Package("rocm", rocm_version, "Radeon Open Compute (ROCm) software stack meta package",
+                depends=", ".join(f"{name} (= {rocm_version})" for name in ("rocm-core", "rocm-smi-lib", "amd-smi-lib"))),
+    ]
+    return amdgpu, rocm
+
+
+def ofed_tools_packages() -> list[Package]:
+    return [
+        Package("infiniband-diags", OFED_TOOLS_VERSION, "InfiniBand diagnostic programs",
+                files=tool("/usr/sbin/ibstat", "infiniband", "ibstat_main")),
+        Package("ibverbs-utils", OFED_TOOLS_VERSION, "Examples for the libibverbs library",
+                files=tool("/usr/bin/ibv_devinfo", "infiniband", "ibv_devinfo_main")),
+    ]
+
+
+def repositories() -> dict[str, tuple[str | None, list[Package]]]:
+    """Repository path -> (suite, or None for a flat repository; its packages)."""
+    repos: dict[str, tuple[str | None, list[Package]]] = {
+        CUDA_REPO_PATH: (None, [p for v in NVIDIA_DRIVER_VERSIONS for p in nvidia_driver_packages(v)]
+                         + nvidia_tools_packages()),
+        CONTAINER_TOOLKIT_REPO_PATH: (None, [p for v in CONTAINER_TOOLKIT_VERSIONS for p in container_toolkit_packages(v)]),
+        DOCA_REPO_PATH: (None, ofed_tools_packages()),
+    }
+    for release in ROCM_RELEASES:
+        amdgpu, rocm = rocm_packages(release)
+        repos[f"amdgpu/{release}/ubuntu"] = (AMD_SUITE, amdgpu)
+        repos[f"rocm/apt/{release}"] = (AMD_SUITE, rocm)
+    return repos
+
+
+def build(log=print) -> Path:
+    """Build (or reuse) the signed repository tree; returns the directory to serve."""
+    fingerprint = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    root = state.CACHE_DIR / "vendor-repo" / fingerprint
+    if (root / ".complete").exists():
+        return root
+    log(f"building the simulated vendor repositories at {root}")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    gnupg = _signing_home()
+    armored_key = subprocess.run(["gpg", "--homedir", str(gnupg), "--armor", "--export"], check=True,
+                                 capture_output=True).stdout
+    for key_path in SIGNING_KEY_PATHS:
+        (root / key_path).parent.mkdir(parents=True, exist_ok=True)
+        (root / key_path).write_bytes(armored_key)
+    for repo_path, (suite, packages) in repositories().items():
+        repo = root / repo_path
+        pool = repo if suite is None else repo / "pool" / "main"
+        pool.mkdir(parents=True, exist_ok=True)
+        for package in packages:
+            _build_deb(package, pool)
+        _write_indexes(repo, suite, gnupg)
+    (root / ".complete").write_text("")
+    return root
+
+
+def _signing_home() -> Path:
+    """The lab's repository signing key, made once and kept in the cache."""
+    home = state.CACHE_DIR / "gnupg"
+    if not (home / "pubring.kbx").exists():
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        subprocess.run(
+            ["gpg", "--homedir", str(home), "--batch", "--passphrase", "", "--quick-gen-key",
+             "k3ops lab vendor repositories <lab@k3ops.invalid>", "ed25519", "sign", "never"],
+            check=True, capture_output=True,
+        )
+    return home
+
+
+def _build_deb(package: Package, pool: Path) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch)
+        for path, content in package.files.items():
+            target = tree / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            target.chmod(0o755 if content.startswith("#!") else 0o644)
+        for path, link_target in package.links.items():
+            link = tree / path.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(link_target, link)
+        control = [f"Package: {package.name}", f"Version: {package.version}", "Architecture: amd64",
+                   "Maintainer: k3ops lab <lab@k3ops.invalid>", f"Description: {package.description} (k3ops lab simulation)"]
+        if package.depends:
+            control.append(f"Depends: {package.depends}")
+        if package.conflicts:
+            control.append(f"Conflicts: {package.conflicts}")
+        (tree / "DEBIAN").mkdir()
+        (tree / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+        version = package.version.split(":")[-1]
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree),
+                        str(pool / f"{package.name}_{version}_amd64.deb")], check=True, capture_output=True)
+
+
+def _write_indexes(repo: Path, suite: str | None, gnupg: Path) -> None:
+    """Packages and a signed Release/InRelease, flat (`deb URL /`) or by suite (`deb URL noble main`)."""
+    if suite is None:
+        index_dir, release_dir, release_options = repo, repo, []
+        packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,
+                                  capture_output=True, text=True).stdout
+    else:
+        index_dir = repo / "dists" / suite / "main" / "binary-amd64"
+        release_dir = repo / "dists" / suite
+        index_dir.mkdir(parents=True)
+        release_options = [f"-oAPT::FTPArchive::Release::{key}={value}" for key, value in
+                           (("Suite", suite), ("Codename", suite), ("Components", "main"), ("Architectures", "amd64"))]
+        packages = subprocess.run(["apt-ftparchive", "packages", "pool"], cwd=repo, check=True,
+                                  capture_output=True, text=True).stdout
+    (index_dir / "Packages").write_text(packages)
+    subprocess.run(["gzip", "-kf", str(index_dir / "Packages")], check=True)
+    release = subprocess.run(["apt-ftparchive", *release_options, "release", "."], cwd=release_dir, check=True,
+                             capture_output=True, text=True).stdout
+    (release_dir / "Release").write_text(release)
+    sign = ["gpg", "--homedir", str(gnupg), "--batch", "--yes"]
+    subprocess.run([*sign, "--clearsign", "-o", str(release_dir / "InRelease"), str(release_dir / "Release")],
+                   check=True, capture_output=True)
+    subprocess.run([*sign, "-abs", "-o", str(release_dir / "Release.gpg"), str(release_dir / "Release")],
+                   check=True, capture_output=True)
