@@ -7,9 +7,13 @@ from pathlib import Path
 
 def load(path: str | Path):
     """The pyinfra Inventory that `pyinfra PATH ...` would use (group_data included)."""
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
 
-    return make_inventory(str(path), cwd=str(Path.cwd()))
+    # pyinfra executes inventory files inside a State context, as its CLI does.
+    with ctx_state.use(State()):
+        return make_inventory(str(path), cwd=str(Path.cwd()))
 
 
 def testinfra_hosts(path: str | Path) -> list:

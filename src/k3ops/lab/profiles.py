@@ -147,6 +147,8 @@ class Profile:
             ],
             "nvme": nvme,
             "secure_boot": False,
+            # BIOS setting: HGX/UBB hosts ship with PCIe ACS off so GPUs and NICs do P2P through their switch
+            "pcie_acs_enabled": False,
             "faults": {},
         }
 

@@ -38,6 +38,7 @@ ACS_CAP_ROOT_PORT = 0x001F
 ACS_CTL_ENABLED = 0x001D
 ACS_CTL_DISABLED = 0x0000
 GT_PER_S = {1: "2.5", 2: "5.0", 3: "8.0", 4: "16.0", 5: "32.0", 6: "64.0"}
+LINK_SPEED = "{} GT/s PCIe\n"
 PLATFORM_PCIE_GENERATION = 5
 # Kernel resource flags as /sys/bus/pci/devices/*/resource shows them
 RESOURCE_MEM32 = 0x00040200
@@ -52,7 +53,7 @@ MODALIAS = "pci:v{vendor:08X}d{device:08X}sv{sv:08X}sd{sd:08X}bc{cls:02X}sc{sub:
 MMIO32_START = 0x9000_0000
 MMIO64_START = 0x2000_0000_0000
 BRIDGE_WINDOW_ALIGN = 1 << 20
-MIB, GIB = 1 << 20, 1 << 30
+MIB = 1 << 20
 
 CLASS_3D_CONTROLLER = 0x030200
 CLASS_PROCESSING_ACCELERATOR = 0x120000
@@ -64,13 +65,13 @@ CLASS_HOST_BRIDGE = 0x060000
 CLASS_PCI_BRIDGE = 0x060400
 
 BROADCOM_PEX890XX = (0x1000, 0xC030)  # PEX890xx PCIe Gen 5 switch (HGX baseboards, UBB)
+PEX89144_SUBSYSTEM = 0x0144
 NVSWITCH_SUBSYSTEM = 0x1796
 CONNECTX_SUBSYSTEM = 0x0041
 NVME_SUBSYSTEM = 0xA813  # General DC NVMe PM9A3
 IRQ_BASE = 16
 
-# Drivers a stock Debian kernel binds at boot; the lab adds GPU drivers as it loads them.
-INBOX_DRIVERS = {"bridge": "pcieport", "nic": "mlx5_core", "nvme": "nvme"}
+PORT_DRIVER = "pcieport"  # binds every root and switch port the renderer creates
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,9 @@ class PciFunction:
     revision: int = 0
     numa_node: int = 0
     port_type: int | None = None  # PCIe device/port type; None for a conventional function
-    link_generation: int = PLATFORM_PCIE_GENERATION
+    link_generation: int = PLATFORM_PCIE_GENERATION  # what the link can do (LnkCap)
     link_width: int = 16
+    trained: tuple[int, int] | None = None  # (generation, width) the link came up at (LnkSta)
     bars: tuple[Bar, ...] = ()
     secondary_bus: int = 0
     subordinate_bus: int = 0
@@ -141,6 +143,10 @@ class PciFunction:
     def is_bridge(self) -> bool:
         return self.class_code == CLASS_PCI_BRIDGE
 
+    @property
+    def link_status(self) -> tuple[int, int]:
+        return self.trained or (self.link_generation, self.link_width)
+
     def subtree(self) -> list[PciFunction]:
         return [self] + [node for child in self.children for node in child.subtree()]
 
@@ -148,13 +154,12 @@ class PciFunction:
 def render_pci_devices(hardware: dict, devices_dir: Path, drivers: dict[str, str] | None = None) -> None:
     """Write one directory per PCI function under `devices_dir` (/sys/bus/pci/devices).
 
-    `drivers` maps a bus id to the kernel driver the lab has loaded for it (nvidia, amdgpu,
-    nvidia-nvswitch); bridges, NICs and NVMe always carry their in-box drivers. Rendering again
-    replaces what an earlier call wrote, so the boot layer can call it whenever a driver loads.
+    `drivers` maps a device's bus id to the kernel driver bound to it (mlx5_core, nvme, and nvidia
+    or amdgpu once loaded); the root and switch ports, which only this renderer knows, are bound to
+    pcieport. Rendering again replaces what an earlier call wrote.
     """
     functions = pci_functions(hardware)
-    bound = {fn.bus_id: INBOX_DRIVERS[fn.kind] for fn in functions if fn.kind in INBOX_DRIVERS}
-    bound.update(drivers or {})
+    bound = {fn.bus_id: PORT_DRIVER for fn in functions if fn.is_bridge} | (drivers or {})
     drivers_dir = devices_dir.parent / "drivers"
     _clear_driver_links(drivers_dir)
     for fn in functions:
@@ -176,6 +181,7 @@ def pci_functions(hardware: dict) -> list[PciFunction]:
     attachments = _attach_to_switches(endpoints, hardware)
     complex_ = _root_complex(hardware["cpu_model"])
     roots = _root_ports(attachments, complex_, hardware.get("pcie_acs_enabled", False))
+    _train_links(roots)
     _assign_addresses(roots)
     functions = [node for root in roots for node in root.subtree()]
     if complex_.host_bridge is not None:
@@ -248,20 +254,22 @@ def _attach_to_switches(endpoints: list[PciFunction], hardware: dict) -> list[Pc
 
 def _switch(domain: int, bus: int, members: list[PciFunction]) -> PciFunction:
     """An upstream port with one downstream port per device behind it, on the next bus number."""
-    vendor, device = BROADCOM_PEX890XX
     generation = max(member.link_generation for member in members)
-    downstream = []
-    for slot, member in enumerate(sorted(members, key=lambda fn: fn.bus_id)):
-        downstream.append(PciFunction(
-            bus_id=f"{domain:04x}:{bus + 1:02x}:{slot:02x}.0", kind="bridge", vendor=vendor, device=device,
-            class_code=CLASS_PCI_BRIDGE, subsystem_vendor=vendor, revision=0xB0, numa_node=member.numa_node,
-            port_type=DOWNSTREAM_PORT, link_generation=generation, secondary_bus=member.bus,
-            subordinate_bus=member.bus, children=[member]))
+    downstream = [
+        _switch_port(f"{domain:04x}:{bus + 1:02x}:{slot:02x}.0", DOWNSTREAM_PORT, generation, [member])
+        for slot, member in enumerate(sorted(members, key=lambda fn: fn.bus_id))
+    ]
+    return _switch_port(f"{domain:04x}:{bus:02x}:00.0", UPSTREAM_PORT, generation, downstream)
+
+
+def _switch_port(bus_id: str, port_type: int, generation: int, children: list[PciFunction]) -> PciFunction:
+    vendor, device = BROADCOM_PEX890XX
     return PciFunction(
-        bus_id=f"{domain:04x}:{bus:02x}:00.0", kind="bridge", vendor=vendor, device=device,
-        class_code=CLASS_PCI_BRIDGE, subsystem_vendor=vendor, revision=0xB0, numa_node=members[0].numa_node,
-        port_type=UPSTREAM_PORT, link_generation=generation, secondary_bus=bus + 1,
-        subordinate_bus=max(member.bus for member in members), children=downstream)
+        bus_id=bus_id, kind="bridge", vendor=vendor, device=device, class_code=CLASS_PCI_BRIDGE,
+        subsystem_vendor=vendor, subsystem_device=PEX89144_SUBSYSTEM, revision=0xB0,
+        numa_node=children[0].numa_node, port_type=port_type, link_generation=generation,
+        secondary_bus=min(child.bus for child in children),
+        subordinate_bus=max(node.bus for child in children for node in child.subtree()), children=children)
 
 
 def _root_ports(attachments: list[PciFunction], complex_: RootComplex, acs_enabled: bool) -> list[PciFunction]:
@@ -282,6 +290,16 @@ def _root_ports(attachments: list[PciFunction], complex_: RootComplex, acs_enabl
             if node.port_type in (ROOT_PORT, DOWNSTREAM_PORT):
                 node.acs_enabled = acs_enabled
     return ports
+
+
+def _train_links(roots: list[PciFunction]) -> None:
+    """Each port and the device below it settle on the best speed and width both support."""
+    for root in roots:
+        for port in root.subtree():
+            if port.port_type in (ROOT_PORT, DOWNSTREAM_PORT):
+                child = port.children[0]
+                port.trained = child.trained = (min(port.link_generation, child.link_generation),
+                                                min(port.link_width, child.link_width))
 
 
 def _root_complex(cpu_model: str) -> RootComplex:
@@ -379,8 +397,9 @@ def _express_capability(config: bytearray, fn: PciFunction) -> None:
     device_caps = 0x2 | 1 << 5 | 7 << 6 | 7 << 9 | 1 << 15 | (1 << 28 if fn.port_type == ENDPOINT else 0)
     struct.pack_into("<IHH", config, base + 0x04, device_caps, 0x2130, 0)
     speed, width = fn.link_generation, fn.link_width
+    status_speed, status_width = fn.link_status
     link_caps = speed | width << 4 | (7 << 19 if is_port else 0) | _port_number(fn) << 24
-    link_status = speed | width << 4 | 1 << 12 | (1 << 13 if is_port else 0)
+    link_status = status_speed | status_width << 4 | 1 << 12 | (1 << 13 if is_port else 0)
     struct.pack_into("<IHH", config, base + 0x0C, link_caps, 0x0040, link_status)
     supported_speeds = sum(1 << generation for generation in range(1, speed + 1))
     struct.pack_into("<IHH", config, base + 0x2C, supported_speeds, speed, 0)
@@ -409,9 +428,10 @@ def _attribute_files(fn: PciFunction) -> dict[str, str]:
             cls=fn.class_code >> 16, sub=fn.class_code >> 8 & 0xFF, prog=fn.class_code & 0xFF),
     }
     if fn.port_type is not None:
-        speed = f"{GT_PER_S[fn.link_generation]} GT/s PCIe\n"
-        files |= {"max_link_speed": speed, "current_link_speed": speed,
-                  "max_link_width": f"{fn.link_width}\n", "current_link_width": f"{fn.link_width}\n"}
+        status_speed, status_width = fn.link_status
+        files |= {"max_link_speed": LINK_SPEED.format(GT_PER_S[fn.link_generation]),
+                  "current_link_speed": LINK_SPEED.format(GT_PER_S[status_speed]),
+                  "max_link_width": f"{fn.link_width}\n", "current_link_width": f"{status_width}\n"}
     return files
 
 

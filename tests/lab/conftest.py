@@ -1,0 +1,58 @@
+"""A two-host lab for the lab tests: brought up once, torn down at the end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from k3ops.lab import state
+
+from ..conftest import REPO_ROOT
+
+LAB_PROFILES = ("h200x8", "mi355x8")
+
+
+def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the real `k3ops` command line."""
+    result = subprocess.run([sys.executable, "-m", "k3ops.cli", *args], capture_output=True, text=True,
+                            cwd=REPO_ROOT)
+    if check and result.returncode != 0:
+        raise AssertionError(f"k3ops {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
+    return result
+
+
+def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+    return k3ops("lab", "ssh", host, command, check=check)
+
+
+def reboot(host: str, timeout: float = 90.0) -> None:
+    """Reboot a host from inside and wait for the new boot (its /run starts empty)."""
+    on_host(host, "touch /run/k3ops-test-before-reboot && systemctl reboot", check=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = on_host(host, "test ! -e /run/k3ops-test-before-reboot && systemctl is-system-running --wait",
+                        check=False)
+        if probe.returncode == 0 or probe.stdout.strip() == "degraded":
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{host} did not come back within {timeout:.0f}s")
+
+
+@pytest.fixture(scope="session")
+def lab():
+    if os.geteuid() != 0:
+        pytest.fail("the lab tests need root (network namespaces, loop devices, systemd-nspawn)")
+    if state.load() is not None:
+        pytest.fail("a lab is already up; run `k3ops lab down` before the lab tests")
+    arguments = ["lab", "up", "--hosts", str(len(LAB_PROFILES))]
+    for profile in LAB_PROFILES:
+        arguments += ["--profile", profile]
+    try:
+        k3ops(*arguments)
+        yield {"gpu-01": LAB_PROFILES[0], "gpu-02": LAB_PROFILES[1]}
+    finally:
+        k3ops("lab", "down")

@@ -1,0 +1,169 @@
+"""The lab as the deploys will use it: real SSH, systemd, apt and block devices, simulated hardware."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from k3ops import inventory
+from k3ops.lab import state
+
+from ..conftest import REPO_ROOT
+from .conftest import k3ops, on_host, reboot
+
+CUDA_REPO = "http://{controller}:{port}/compute/cuda/repos/debian12/x86_64"
+ADD_CUDA_REPO = (
+    "curl -fsS {repo}/3bf863cc.pub | gpg --batch --yes --dearmor -o /usr/share/keyrings/cuda-archive-keyring.gpg"
+    " && echo 'deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {repo}/ /'"
+    " > /etc/apt/sources.list.d/cuda.list && apt-get update -q"
+)
+DRIVER_PACKAGES = ("nvidia-open", "nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced", "nvidia-kernel-open-dkms")
+
+
+def cuda_repo() -> str:
+    return CUDA_REPO.format(controller=state.CONTROLLER_ADDRESS, port=state.VENDOR_REPO_PORT)
+
+
+def install_driver(host: str, version: str) -> None:
+    pins = " ".join(f"{package}={version}-1" for package in DRIVER_PACKAGES)
+    on_host(host, f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades {pins}")
+
+
+def test_status_reports_every_host_running(lab):
+    hosts = json.loads(k3ops("lab", "status", "--json").stdout)["hosts"]
+    assert [(h["name"], h["profile"], h["state"]) for h in hosts] == [
+        (name, profile, "running") for name, profile in lab.items()
+    ]
+    assert len({h["address"] for h in hosts}) == len(hosts)
+
+
+def test_pyinfra_runs_commands_on_every_host(lab):
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", "exec", "--", "hostname"],
+        cwd=REPO_ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    for name in lab:
+        assert f"[{name}] {name}" in result.stdout + result.stderr
+
+
+def test_testinfra_hosts_come_from_the_same_inventory(lab):
+    hosts = inventory.testinfra_hosts(REPO_ROOT / "inventory" / "lab.py")
+    assert sorted(h.inventory_name for h in hosts) == sorted(lab)
+    for host in hosts:
+        assert host.check_output("hostname") == host.inventory_name
+        assert host.service("ssh").is_running
+        hardware = json.loads(host.file("/etc/k3ops-lab/hardware.json").content_string)
+        assert hardware["profile"] == host.inventory_data["hardware_profile"]
+
+
+def test_hosts_reach_each_other_but_have_no_route_out(lab):
+    on_host("gpu-01", "ping -c 1 -W 2 gpu-02")
+    assert on_host("gpu-01", "ip route show default").stdout.strip() == ""
+    unreachable = on_host("gpu-01", "ip route get 1.1.1.1", check=False)
+    assert unreachable.returncode != 0 and "unreachable" in unreachable.stderr
+
+
+def test_apt_installs_real_debian_packages_through_the_proxy(lab):
+    on_host("gpu-02", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q hello")
+    assert on_host("gpu-02", "hello").stdout.strip() == "Hello, world!"
+
+
+def test_vendor_repository_is_signed(lab):
+    """apt refuses the repository without its key, and accepts it with the key the vendor URL serves."""
+    unsigned = on_host("gpu-01", f"echo 'deb {cuda_repo()}/ /' > /etc/apt/sources.list.d/cuda.list && apt-get update -q",
+                       check=False)
+    assert "NO_PUBKEY" in unsigned.stdout + unsigned.stderr or "not signed" in unsigned.stdout + unsigned.stderr
+    on_host("gpu-01", ADD_CUDA_REPO.format(repo=cuda_repo()))
+    policy = on_host("gpu-01", "apt-cache policy nvidia-open").stdout
+    assert "580.126.09-1" in policy and "580.105.08-1" in policy and "570.195.03-1" in policy
+
+
+def test_hardware_shows_before_any_driver(lab):
+    assert on_host("gpu-01", "lspci -D -d 10de:2335 | wc -l").stdout.strip() == "8"
+    assert on_host("gpu-01", "lspci -D -d 10de:22a3 | wc -l").stdout.strip() == "4"
+    assert on_host("gpu-02", "lspci -D -d 1002:75a3 | wc -l").stdout.strip() == "8"
+    assert on_host("gpu-01", "dmidecode -s system-product-name").stdout.strip() == "SYS-821GE-TNHR"
+    assert "Kernel driver in use: nvidia" not in on_host("gpu-01", "lspci -k -d 10de:2335").stdout
+    missing = on_host("gpu-01", "nvidia-smi", check=False)
+    assert missing.returncode == 127 and "not found" in missing.stderr
+
+
+def test_driver_install_shows_mismatch_until_reboot(lab):
+    """Userspace changes at install; the kernel module only at the next boot, as on a real host."""
+    on_host("gpu-01", f"test -e /etc/apt/sources.list.d/cuda.list || ({ADD_CUDA_REPO.format(repo=cuda_repo())})")
+    install_driver("gpu-01", "580.105.08")
+    no_module = on_host("gpu-01", "nvidia-smi", check=False)
+    assert no_module.returncode == 9 and "couldn't communicate with the NVIDIA driver" in no_module.stdout
+
+    reboot("gpu-01")
+    assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
+    versions = on_host("gpu-01", "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split()
+    assert versions == ["580.105.08"] * 8
+    assert "Kernel driver in use: nvidia" in on_host("gpu-01", "lspci -k -d 10de:2335").stdout
+
+    install_driver("gpu-01", "580.126.09")
+    mismatch = on_host("gpu-01", "nvidia-smi", check=False)
+    assert mismatch.returncode == 18
+    assert "Failed to initialize NVML: Driver/library version mismatch" in mismatch.stdout
+    assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
+
+    reboot("gpu-01")
+    assert on_host("gpu-01", "nvidia-smi -L | wc -l").stdout.strip() == "8"
+    assert "Driver Version: 580.126.09" in on_host("gpu-01", "nvidia-smi").stdout
+
+
+def test_amd_driver_brings_kfd_and_rocm_tools_after_reboot(lab):
+    base = f"http://{state.CONTROLLER_ADDRESS}:{state.VENDOR_REPO_PORT}"
+    on_host("gpu-02", (
+        f"curl -fsS {base}/rocm/rocm.gpg.key | gpg --batch --yes --dearmor -o /etc/apt/keyrings/rocm.gpg"
+        f" && echo 'deb [signed-by=/etc/apt/keyrings/rocm.gpg] {base}/amdgpu/7.0.2/ubuntu noble main' > /etc/apt/sources.list.d/amdgpu.list"
+        f" && echo 'deb [signed-by=/etc/apt/keyrings/rocm.gpg] {base}/rocm/apt/7.0.2 noble main' > /etc/apt/sources.list.d/rocm.list"
+        " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q amdgpu-dkms rocm"
+    ))
+    assert on_host("gpu-02", "test -e /dev/kfd", check=False).returncode != 0
+    reboot("gpu-02")
+    assert on_host("gpu-02", "test -c /dev/kfd", check=False).returncode == 0
+    assert on_host("gpu-02", "cat /opt/rocm/.info/version").stdout.startswith("7.0.2")
+    assert on_host("gpu-02", "rocm-smi --showproductname --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'").stdout.strip() == "8"
+
+
+def test_nvme_filesystem_in_fstab_is_mounted_at_boot(lab):
+    """The boot layer stands in for udev: by-uuid links, and fstab's block devices mounted at boot."""
+    on_host("gpu-02", "mkfs.xfs -q -f /dev/nvme0n1 && mkdir -p /srv/models"
+                      " && echo \"UUID=$(blkid -o value -s UUID /dev/nvme0n1) /srv/models xfs noatime 0 2\" >> /etc/fstab")
+    reboot("gpu-02")
+    uuid = on_host("gpu-02", "blkid -o value -s UUID /dev/nvme0n1").stdout.strip()
+    assert on_host("gpu-02", f"readlink /dev/disk/by-uuid/{uuid}").stdout.strip() == "../../nvme0n1"
+    assert on_host("gpu-02", "findmnt -n -o SOURCE,FSTYPE /srv/models").stdout.split() == ["/dev/nvme0n1", "xfs"]
+
+
+def test_host_that_is_shut_down_stays_down(lab):
+    on_host("gpu-02", "systemctl poweroff", check=False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _state_of("gpu-02") != "stopped":
+        time.sleep(0.5)
+    assert _state_of("gpu-02") == "stopped"
+    time.sleep(3)
+    assert _state_of("gpu-02") == "stopped"
+    assert _state_of("gpu-01") == "running"
+
+
+def test_down_leaves_nothing_behind(lab):
+    k3ops("lab", "down")
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(state.NETNS_PREFIX) == 0
+    assert str(state.STATE_DIR) not in Path("/proc/mounts").read_text()
+    loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "BACK-FILE"], capture_output=True, text=True)
+    assert str(state.STATE_DIR) not in loops.stdout
+    assert subprocess.run(["pgrep", "-f", "systemd-nspawn|k3ops.lab.supervisor|apt-cacher-ng -c"]).returncode == 1
+    assert subprocess.run(["ip", "link", "show", state.BRIDGE], capture_output=True).returncode != 0
+    assert k3ops("lab", "down").returncode == 0
+    assert json.loads(k3ops("lab", "status", "--json").stdout) == {"hosts": []}
+
+
+def _state_of(name: str) -> str:
+    hosts = json.loads(k3ops("lab", "status", "--json").stdout)["hosts"]
+    return next(h["state"] for h in hosts if h["name"] == name)

@@ -1,0 +1,73 @@
+"""The simulated vendor repositories: named, versioned, pinned and signed like the real ones."""
+
+import subprocess
+
+import pytest
+
+from k3ops.lab import state, vendor_repo
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    original = state.CACHE_DIR
+    state.CACHE_DIR = cache
+    try:
+        yield vendor_repo.build(log=lambda message: None)
+    finally:
+        state.CACHE_DIR = original
+
+
+def packages_index(index_file) -> set[tuple[str, str]]:
+    """(package, version) pairs listed in an apt Packages index."""
+    stanzas = [dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line)
+               for stanza in index_file.read_text().split("\n\n") if stanza.strip()]
+    return {(stanza["Package"], stanza["Version"]) for stanza in stanzas}
+
+
+def test_cuda_repository_has_two_driver_branches_with_their_pieces(built):
+    index = packages_index(built / vendor_repo.CUDA_REPO_PATH / "Packages")
+    for version in ("570.195.03", "580.105.08", "580.126.09"):
+        for package in ("nvidia-open", "nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms",
+                        "nvidia-driver-cuda", "nvidia-persistenced", f"cuda-drivers-{version[:3]}",
+                        f"nvidia-driver-pinning-{version[:3]}"):
+            assert (package, f"{version}-1") in index
+    assert ("nvidia-fabricmanager-570", "570.195.03-1") in index
+    assert ("nvidia-fabricmanager", "580.126.09-1") in index
+    names = {name for name, _ in index}
+    assert {"datacenter-gpu-manager-4-cuda13", "libnccl2", "nccl-tests"} <= names
+
+
+def test_amd_repositories_exist_for_two_rocm_releases(built):
+    for release in vendor_repo.ROCM_RELEASES:
+        amdgpu = packages_index(built / f"amdgpu/{release}/ubuntu/dists/noble/main/binary-amd64/Packages")
+        rocm = packages_index(built / f"rocm/apt/{release}/dists/noble/main/binary-amd64/Packages")
+        assert [name for name, _ in amdgpu] == ["amdgpu-dkms"]
+        assert {name for name, version in rocm if version.startswith(release + ".")} == {
+            "rocm", "rocm-core", "rocm-smi-lib", "amd-smi-lib"}
+
+
+@pytest.mark.parametrize("release_dir", [
+    vendor_repo.CUDA_REPO_PATH, vendor_repo.CONTAINER_TOOLKIT_REPO_PATH, "rocm/apt/7.0.2/dists/noble",
+])
+def test_release_files_verify_against_the_published_key(built, release_dir, tmp_path):
+    keyring = tmp_path / "keyring.gpg"
+    key = (built / vendor_repo.SIGNING_KEY_PATHS[0]).read_bytes()
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", str(keyring)], input=key, check=True)
+    verify = ["gpgv", "--keyring", str(keyring)]
+    assert subprocess.run([*verify, str(built / release_dir / "InRelease")], capture_output=True).returncode == 0
+    tampered = tmp_path / "InRelease"
+    tampered.write_text((built / release_dir / "InRelease").read_text().replace("SHA256", "SHA512", 1))
+    assert subprocess.run([*verify, str(tampered)], capture_output=True).returncode != 0
+
+
+def test_pinning_package_pins_its_branch():
+    pinning = next(p for p in vendor_repo.nvidia_driver_packages("580.105.08") if p.name == "nvidia-driver-pinning-580")
+    (preferences,) = pinning.files.values()
+    assert "Pin: version 580.*" in preferences and "Pin-Priority: 1000" in preferences
+
+
+def test_driver_meta_package_requires_the_exact_same_release():
+    driver = next(p for p in vendor_repo.nvidia_driver_packages("580.126.09") if p.name == "nvidia-driver")
+    assert "nvidia-driver-cuda (= 580.126.09-1)" in driver.depends
+    assert "nvidia-kernel-open-dkms (= 580.126.09-1) | nvidia-kernel-dkms (= 580.126.09-1)" in driver.depends
