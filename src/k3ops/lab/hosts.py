@@ -71,15 +71,19 @@ def create(host: state.LabHost, lab: state.Lab, base: Path, mirrors: Mirrors, nv
                         f"lowerdir={base},upperdir={where['upper']},workdir={where['work']}", str(where["root"])],
                        check=True)
     hardware = get_profile(host.profile).hardware(host.name, nvme_size_gib=nvme_size_gib)
-    if not host.nvme_loops:
-        host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
+    host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
     _write_host_files(where["root"], host, lab, hardware, mirrors)
 
 
 def _attach_disk(image: Path, size_gib: int) -> str:
+    """The loop device backing `image`: the one already attached, or a new one (after a controller restart)."""
     if not image.exists():
         with open(image, "wb") as sparse:
             sparse.truncate(size_gib * 1024**3)
+    attached = subprocess.run(["losetup", "--noheadings", "--output", "NAME", "--associated", str(image)],
+                              capture_output=True, text=True).stdout.split()
+    if attached:
+        return attached[0]
     return subprocess.run(["losetup", "--find", "--show", str(image)], check=True, capture_output=True,
                           text=True).stdout.strip()
 

@@ -157,9 +157,12 @@ def _stable_digits(seed: str, length: int) -> str:
     return str(int(hashlib.sha256(seed.encode()).hexdigest(), 16))[:length]
 
 
+MELLANOX_OUI = "a088c2"
+
+
 def _stable_guid(seed: str) -> str:
-    digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
-    return "0x" + digest
+    """A node GUID as ConnectX adapters carry them: the Mellanox OUI, 0300, then a per-device part."""
+    return f"0x{MELLANOX_OUI}0300{hashlib.sha256(seed.encode()).hexdigest()[:6]}"
 
 
 def _stable_gpu_uuid(hostname: str, index: int, vendor: str | None) -> str:

@@ -20,7 +20,7 @@ MEMORY_CLOCK_MHZ = 2000  # HBM3E on MI355X, constant at idle
 # Deterministic idle readings: base value plus a small spread by GPU index.
 IDLE_JUNCTION_C = (40, 6)
 IDLE_SOCKET_POWER_W = (238, 41)
-IDLE_SCLK_MHZ = (132, 4)
+IDLE_SCLK_MHZ = (972, 64)
 KFD_GPU_ID_RANGE = 65535
 
 # Firmware blocks as amdsmi names them, with the raw numbers the driver reports.

@@ -34,7 +34,8 @@ NVIDIA_UVM_MAJOR = 510
 KFD_MAJOR = 511
 DRI_MAJOR = 226
 RENDER_MINOR_BASE = 128
-INBOX_DRIVERS = {"nics": "mlx5_core", "nvme": "nvme", "nvswitches": "nvidia-nvswitch", "pcie_switches": "pcieport"}
+# Drivers in the distribution kernel, bound from the first boot (PCIe ports are bound by the sysfs layer).
+INBOX_DRIVERS = {"nics": "mlx5_core", "nvme": "nvme"}
 EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-e3db8b43b5d1"
 EFI_VARIABLE_ATTRIBUTES = (7).to_bytes(4, "little")  # non-volatile, boot service, runtime access
 BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
@@ -66,6 +67,8 @@ def kernel_drivers(hardware: dict, loaded: dict[str, str]) -> dict[str, str]:
     gpu_driver = {"nvidia": "nvidia", "amd": "amdgpu"}.get((hardware.get("gpu_model") or {}).get("vendor"))
     if gpu_driver in loaded:
         drivers.update({gpu["pci_bus_id"]: gpu_driver for gpu in hardware["gpus"] if not gpu.get("fallen_off_bus")})
+    if "nvidia" in loaded:
+        drivers.update({switch["pci_bus_id"]: "nvidia-nvswitch" for switch in hardware.get("nvswitches", [])})
     return drivers
 
 

@@ -21,6 +21,8 @@ AMDGPU_MODULE_VERSION = "sys/module/amdgpu/version"
 KERNEL_MODULE_STAGING = "usr/lib/k3ops-lab-sim/kmod"
 ROCM_VERSION_FILE = "opt/rocm/.info/version"
 PERSISTENCED_SOCKET = "run/nvidia-persistenced/socket"
+# `nvidia-smi -pm 1` without the daemon: the driver's legacy persistence mode, gone at the next boot like /run.
+LEGACY_PERSISTENCE_FLAG = "run/k3ops-lab-sim/nvidia-legacy-persistence"
 # Each simulated package records its own version here, as its real binaries carry theirs.
 PACKAGE_VERSIONS = "usr/lib/k3ops-lab-sim/versions"
 
@@ -62,7 +64,7 @@ class SimHost:
         return _read_stripped(self.path(f"{PACKAGE_VERSIONS}/{package}"))
 
     def persistence_mode(self) -> bool:
-        return self.path(PERSISTENCED_SOCKET).exists()
+        return self.path(PERSISTENCED_SOCKET).exists() or self.path(LEGACY_PERSISTENCE_FLAG).exists()
 
     def visible_gpus(self) -> list[dict]:
         """GPUs the driver can reach: a GPU marked fallen off the bus is gone from every tool."""

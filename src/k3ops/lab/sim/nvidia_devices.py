@@ -60,9 +60,15 @@ def now() -> datetime:
     return datetime.now().astimezone()
 
 
+def ctime() -> str:
+    """now() as ctime(3) spells it, day padded with a space: "Fri Jul  3 22:11:09 2026"."""
+    moment = now()
+    return f"{moment:%a %b} {moment.day:>2} {moment:%H:%M:%S %Y}"
+
+
 class DriverState(enum.Enum):
     READY = "ready"
-    NO_KERNEL_MODULE = "no kernel module"
+    NO_KERNEL_MODULE = "no kernel module"  # or no NVML library to reach it
     VERSION_MISMATCH = "version mismatch"
 
 

@@ -14,16 +14,21 @@ import sys
 from dataclasses import dataclass
 
 from . import nvidia_devices as devices
-from .host import SimHost, cuda_version
+from .host import LEGACY_PERSISTENCE_FLAG, SimHost, cuda_version
 from .nvidia_devices import DriverState, NvidiaGpu, PciAddress, cpu_affinity, major_minor, numa_affinity
-from .nvidia_smi_query import EXIT_INVALID_ARGUMENT, run_compute_apps_query, run_gpu_query, run_q
+from .nvidia_smi_query import (
+    EXIT_INVALID_ARGUMENT,
+    INVALID_ARGUMENTS,
+    run_compute_apps_query,
+    run_gpu_query,
+    run_q,
+)
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
 VERSION_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {library}"
-INVALID_ARGUMENTS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
 UNKNOWN_OPTION = "ERROR: Option {option} is not recognized. Please run 'nvidia-smi -h' for help.\n"
 MISSING_VALUE = "ERROR: Option {option} is missing its value. Please run 'nvidia-smi -h' for help.\n"
 NO_DEVICES = "No devices were found"
@@ -48,7 +53,7 @@ GPU_ROW_READINGS = (
     "| {fan:>3}  {temperature:>3}C    {pstate:<2}{usage:>16} / {cap:>4}W |"
     "{used:>8}MiB / {total:>6}MiB |{utilization:>8}{compute:>13} |"
 )
-GPU_ROW_MIG = "|{:41}|{:24}|{mig:>21} |"
+GPU_ROW_MIG = "|" + " " * 41 + "|" + " " * 24 + "|{mig:>21} |"
 NAME_WIDTH = 27
 NAME_CUT = 24  # longer names keep 24 characters and "...": "NVIDIA RTX 6000 Ada Gene..."
 PROCESSES = (
@@ -77,8 +82,6 @@ PERSISTENCE_UNCHANGED = "Persistence mode is already {state} for GPU {bus_id}."
 PERSISTENCE_NOT_ROOT = "Unable to set persistence mode for GPU {bus_id}: Insufficient Permissions"
 ALL_DONE = "All done."
 TERMINATING = "Terminating early due to previous errors."
-# Legacy persistence mode lives in the driver, so it goes with the next boot, as /run does.
-LEGACY_PERSISTENCE_FLAG = "run/k3ops-lab-sim/nvidia-legacy-persistence"
 
 # topo -m: tab-separated, the header underlined when printed to a terminal (only then: captures
 # from pipes and CI logs show it plain; see topo/ fixtures).
@@ -116,7 +119,7 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
         return EXIT_INVALID_ARGUMENT
     gpus = devices.nvidia_gpus(host)
     selected = _select(gpus, options.get("id"))
-    if selected is None:
+    if not selected:
         print(NO_DEVICES)
         return EXIT_NOT_FOUND
     command = options.get("command", "table")
@@ -155,6 +158,9 @@ FLAG_OPTIONS = {
     "-q": "query", "--query": "query", "-L": "list", "--list-gpus": "list", "--version": "version",
 }
 SUBCOMMANDS = {"topo": ("-m", "--matrix"), "nvlink": ("-s", "--status")}
+# Options that choose what nvidia-smi does; at most one of them per run.
+COMMAND_OPTIONS = ("query", "list", "version", "query-gpu", "query-compute-apps", "persistence-mode")
+FORMAT_MISSING = "\"--format=\" switch is missing. Please run 'nvidia-smi -h' for help.\n"
 
 
 def _parse(argv: list[str]) -> dict[str, str]:
@@ -180,41 +186,36 @@ def _parse(argv: list[str]) -> dict[str, str]:
             key, value = FLAG_OPTIONS[name], ""
         else:
             raise UsageError(UNKNOWN_OPTION.format(option=argument))
-        if key in ("query", "list", "version", "query-gpu", "query-compute-apps", "persistence-mode"):
+        if key in COMMAND_OPTIONS:
             if "command" in options:
                 raise UsageError(INVALID_ARGUMENTS)
             options["command"] = key
         options[key] = value
     if options.get("command") in ("query-gpu", "query-compute-apps") and "format" not in options:
-        raise UsageError("\"--format=\" switch is missing. Please run 'nvidia-smi -h' for help.\n")
+        raise UsageError(FORMAT_MISSING)
     if "display" in options and options.get("command") != "query":
         raise UsageError(INVALID_ARGUMENTS)
     return options
 
 
-def _select(gpus: list[NvidiaGpu], wanted: str | None) -> list[NvidiaGpu] | None:
-    """`-i` takes indexes, UUIDs or PCI bus ids, comma-separated; None when one names no GPU."""
+def _select(gpus: list[NvidiaGpu], wanted: str | None) -> list[NvidiaGpu]:
+    """`-i` takes indexes, UUIDs or PCI bus ids, comma-separated; nothing when one names no GPU."""
     if wanted is None:
         return gpus
     selected = []
     for identifier in wanted.split(","):
         matches = [gpu for gpu in gpus if identifier in (str(gpu.index), gpu.uuid, gpu.pci.nvidia)]
         if not matches:
-            return None
+            return []
         selected.extend(matches)
     return selected
-
-
-def _timestamp() -> str:
-    moment = devices.now()
-    return f"{moment:%a %b} {moment.day:>2} {moment:%H:%M:%S %Y}"
 
 
 def _table(host: SimHost, gpus: list[NvidiaGpu]) -> list[str]:
     driver = host.nvidia_module_version()
     persistence = "On" if host.persistence_mode() else "Off"
     lines = [
-        _timestamp() + TIMESTAMP_TRAILER,
+        devices.ctime() + TIMESTAMP_TRAILER,
         TABLE_RULE,
         TABLE_HEADER.format(smi=host.nvidia_userspace_version(), driver=driver, cuda=cuda_version(driver)),
         GPU_RULE,
@@ -230,7 +231,7 @@ def _table(host: SimHost, gpus: list[NvidiaGpu]) -> list[str]:
                 cap=int(gpu.power_limit_w), used=gpu.memory_used_mib, total=gpu.memory_total_mib,
                 utilization=f"{gpu.utilization_percent}%", compute="Default",
             ),
-            GPU_ROW_MIG.format("", "", mig="Disabled"),
+            GPU_ROW_MIG.format(mig="Disabled"),
             GPU_RULE,
         ]
     return lines + ["", *PROCESSES]
@@ -315,7 +316,9 @@ def _topology(host: SimHost, gpus: list[NvidiaGpu]) -> list[str]:
 def _connection(one: _Endpoint, other: _Endpoint) -> str:
     """How two devices reach each other: bonded NVLinks, else PCIe by switch, host bridge and socket."""
     if one.gpu is not None and other.gpu is not None:
-        return f"NV{min(one.gpu.active_nvlinks, other.gpu.active_nvlinks)}"
+        links = min(one.gpu.active_nvlinks, other.gpu.active_nvlinks)
+        if links:
+            return f"NV{links}"
     same_switch = one.switch is not None and one.switch == other.switch
     same_adapter = (one.address.domain, one.address.bus) == (other.address.domain, other.address.bus)
     if same_switch or same_adapter:

@@ -121,7 +121,7 @@ def _concise(gpus: list[AmdGpu], as_json: bool) -> int:
         print(CONCISE_JSON_UNSUPPORTED)
         return 1
     header, subheader = list(CONCISE_HEADER), list(CONCISE_SUBHEADER)
-    for column, (title, subtitle) in enumerate(zip(header, subheader)):
+    for column, (title, subtitle) in enumerate(zip(header, subheader, strict=True)):
         width = max(len(title), len(subtitle))
         header[column], subheader[column] = title.ljust(width), subtitle.ljust(width)
     rows = [_concise_row(gpu) for gpu in gpus]
@@ -147,7 +147,7 @@ def _concise_row(gpu: AmdGpu) -> list[str]:
 
 
 def _columns(cells: list[str], widths: list[int]) -> str:
-    return "".join(cell.ljust(width) for cell, width in zip(cells, widths))
+    return "".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
 
 
 def _product_fields(gpu: AmdGpu, rocm_version: str | None) -> list[tuple[str, str]]:

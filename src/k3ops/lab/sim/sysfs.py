@@ -29,6 +29,18 @@ EXPRESS_VERSION = 2
 # PCI Express device/port types (PCIe Capabilities register bits 7:4)
 ENDPOINT, ROOT_PORT, UPSTREAM_PORT, DOWNSTREAM_PORT = 0x0, 0x4, 0x5, 0x6
 COMMAND_MEMORY_BUSMASTER = 0x0006
+PM_CAPABILITIES, PM_CONTROL = 0x0003, 0x0008  # version 3; D0 with NoSoftRst+
+EXPRESS_SLOT_IMPLEMENTED = 1 << 8
+# DevCap: MaxPayload 512, ExtTag, unlimited L0s/L1 latency, role-based errors; endpoints add FLR
+DEVICE_CAPABILITIES = 0x2 | 1 << 5 | 7 << 6 | 7 << 9 | 1 << 15
+DEVICE_CAPABILITY_FLR = 1 << 28
+DEVICE_CONTROL = 0x2130  # RlxdOrd+ ExtTag+, MaxPayload 256, MaxReadReq 512
+LINK_CAPABILITIES_PORT = 7 << 19  # Surprise+ LLActRep+ BwNot+
+LINK_CONTROL = 0x0040  # CommClk+
+LINK_STATUS_SLOT_CLOCK, LINK_STATUS_DL_ACTIVE = 1 << 12, 1 << 13
+DISABLED_WINDOW = (0xFFF0_0000, 0)  # base above limit
+PREFETCH_WINDOW_64BIT = 0x1
+INTERRUPT_PIN_A = 1
 STATUS_CAP_LIST = 0x0010
 HEADER_TYPE_BRIDGE = 0x01
 # ACS capability bits: SrcValid TransBlk ReqRedir CmpltRedir UpstreamFwd EgressCtrl DirectTrans
@@ -64,11 +76,15 @@ CLASS_NVME = 0x010802
 CLASS_HOST_BRIDGE = 0x060000
 CLASS_PCI_BRIDGE = 0x060400
 
+NVIDIA_VENDOR, MELLANOX_VENDOR, SAMSUNG_VENDOR = 0x10DE, 0x15B3, 0x144D
 BROADCOM_PEX890XX = (0x1000, 0xC030)  # PEX890xx PCIe Gen 5 switch (HGX baseboards, UBB)
 PEX89144_SUBSYSTEM = 0x0144
 NVSWITCH_SUBSYSTEM = 0x1796
 CONNECTX_SUBSYSTEM = 0x0041
 NVME_SUBSYSTEM = 0xA813  # General DC NVMe PM9A3
+# (generation, width) of the links that are not x16 at the platform's generation
+NVSWITCH_LINK = (4, 2)  # the NVSwitch management link
+NVME_LINK = (4, 4)
 IRQ_BASE = 16
 
 PORT_DRIVER = "pcieport"  # binds every root and switch port the renderer creates
@@ -86,7 +102,7 @@ class RootComplex:
 ROOT_COMPLEXES = {
     "Intel": RootComplex(vendor=0x8086, host_bridge=0x09A2, root_port=0x352A),
     "AMD": RootComplex(vendor=0x1022, host_bridge=0x14A4, root_port=0x14A5),
-    "NVIDIA": RootComplex(vendor=0x10DE, host_bridge=None, root_port=0x22B2),
+    "NVIDIA": RootComplex(vendor=NVIDIA_VENDOR, host_bridge=None, root_port=0x22B2),
 }
 
 
@@ -199,21 +215,22 @@ def _endpoints(hardware: dict) -> list[PciFunction]:
         endpoints.append(_gpu_function(model, gpu))
     for switch in hardware["nvswitches"]:
         endpoints.append(PciFunction(
-            bus_id=switch["pci_bus_id"], kind="nvswitch", vendor=0x10DE, device=int(switch["pci_device_id"], 16),
-            class_code=CLASS_BRIDGE_OTHER, subsystem_vendor=0x10DE, subsystem_device=NVSWITCH_SUBSYSTEM,
-            revision=0xA1, port_type=ENDPOINT, link_generation=4, link_width=2,
+            bus_id=switch["pci_bus_id"], kind="nvswitch", vendor=NVIDIA_VENDOR,
+            device=int(switch["pci_device_id"], 16), class_code=CLASS_BRIDGE_OTHER, subsystem_vendor=NVIDIA_VENDOR,
+            subsystem_device=NVSWITCH_SUBSYSTEM, revision=0xA1, port_type=ENDPOINT,
+            link_generation=NVSWITCH_LINK[0], link_width=NVSWITCH_LINK[1],
             bars=(Bar(0, 32 * MIB, RESOURCE_MEM64),)))
     for nic in hardware["nics"]:
         endpoints.append(PciFunction(
-            bus_id=nic["pci_bus_id"], kind="nic", vendor=0x15B3, device=int(nic["pci_device_id"], 16),
+            bus_id=nic["pci_bus_id"], kind="nic", vendor=MELLANOX_VENDOR, device=int(nic["pci_device_id"], 16),
             class_code=CLASS_INFINIBAND if nic["link_layer"] == "InfiniBand" else CLASS_ETHERNET,
-            subsystem_vendor=0x15B3, subsystem_device=CONNECTX_SUBSYSTEM, numa_node=nic["numa_node"],
+            subsystem_vendor=MELLANOX_VENDOR, subsystem_device=CONNECTX_SUBSYSTEM, numa_node=nic["numa_node"],
             port_type=ENDPOINT, bars=(Bar(0, 32 * MIB, RESOURCE_MEM64_PREFETCH),)))
     for disk in hardware["nvme"]:
         endpoints.append(PciFunction(
-            bus_id=disk["pci_bus_id"], kind="nvme", vendor=0x144D, device=int(disk["pci_device_id"], 16),
-            class_code=CLASS_NVME, subsystem_vendor=0x144D, subsystem_device=NVME_SUBSYSTEM,
-            port_type=ENDPOINT, link_generation=4, link_width=4,
+            bus_id=disk["pci_bus_id"], kind="nvme", vendor=SAMSUNG_VENDOR, device=int(disk["pci_device_id"], 16),
+            class_code=CLASS_NVME, subsystem_vendor=SAMSUNG_VENDOR, subsystem_device=NVME_SUBSYSTEM,
+            port_type=ENDPOINT, link_generation=NVME_LINK[0], link_width=NVME_LINK[1],
             bars=(Bar(0, 32 * 1024, RESOURCE_MEM64),)))
     return endpoints
 
@@ -369,38 +386,38 @@ def _endpoint_header(config: bytearray, fn: PciFunction) -> None:
         else:
             struct.pack_into("<I", config, offset, address | low_bits)
     struct.pack_into("<HH", config, 0x2C, fn.subsystem_vendor, fn.subsystem_device)
-    config[0x3C] = _irq(fn)
-    config[0x3D] = 1  # INTA
+    config[0x3C], config[0x3D] = _irq(fn), INTERRUPT_PIN_A
 
 
 def _bridge_header(config: bytearray, fn: PciFunction) -> None:
     config[0x18], config[0x19], config[0x1A] = fn.bus, fn.secondary_bus, fn.subordinate_bus
-    mem_base, mem_limit = fn.windows.get("mem", (0xFFF0_0000, 0))
+    mem_base, mem_limit = fn.windows.get("mem", DISABLED_WINDOW)
     struct.pack_into("<HH", config, 0x20, (mem_base >> 16) & 0xFFF0, (mem_limit >> 16) & 0xFFF0)
-    pref_base, pref_limit = fn.windows.get("prefetch", (0xFFF0_0000, 0))
-    struct.pack_into("<HHII", config, 0x24, (pref_base >> 16) & 0xFFF0 | 1, (pref_limit >> 16) & 0xFFF0 | 1,
-                     pref_base >> 32, pref_limit >> 32)
-    config[0x3C] = _irq(fn)
-    config[0x3D] = 1
+    pref_base, pref_limit = fn.windows.get("prefetch", DISABLED_WINDOW)
+    struct.pack_into("<HHII", config, 0x24, (pref_base >> 16) & 0xFFF0 | PREFETCH_WINDOW_64BIT,
+                     (pref_limit >> 16) & 0xFFF0 | PREFETCH_WINDOW_64BIT, pref_base >> 32, pref_limit >> 32)
+    config[0x3C], config[0x3D] = _irq(fn), INTERRUPT_PIN_A
 
 
 def _power_management(config: bytearray, next_cap: int) -> None:
     config[PM_OFFSET], config[PM_OFFSET + 1] = CAP_POWER_MANAGEMENT, next_cap
-    struct.pack_into("<HH", config, PM_OFFSET + 2, 0x0003, 0x0008)  # version 3; D0, NoSoftRst+
+    struct.pack_into("<HH", config, PM_OFFSET + 2, PM_CAPABILITIES, PM_CONTROL)
 
 
 def _express_capability(config: bytearray, fn: PciFunction) -> None:
     base = EXPRESS_OFFSET
     is_port = fn.port_type in (ROOT_PORT, DOWNSTREAM_PORT)
     config[base], config[base + 1] = CAP_EXPRESS, 0
-    struct.pack_into("<H", config, base + 0x02, EXPRESS_VERSION | fn.port_type << 4 | (0x100 if is_port else 0))
-    device_caps = 0x2 | 1 << 5 | 7 << 6 | 7 << 9 | 1 << 15 | (1 << 28 if fn.port_type == ENDPOINT else 0)
-    struct.pack_into("<IHH", config, base + 0x04, device_caps, 0x2130, 0)
+    struct.pack_into("<H", config, base + 0x02,
+                     EXPRESS_VERSION | fn.port_type << 4 | (EXPRESS_SLOT_IMPLEMENTED if is_port else 0))
+    device_caps = DEVICE_CAPABILITIES | (DEVICE_CAPABILITY_FLR if fn.port_type == ENDPOINT else 0)
+    struct.pack_into("<IHH", config, base + 0x04, device_caps, DEVICE_CONTROL, 0)
     speed, width = fn.link_generation, fn.link_width
     status_speed, status_width = fn.link_status
-    link_caps = speed | width << 4 | (7 << 19 if is_port else 0) | _port_number(fn) << 24
-    link_status = status_speed | status_width << 4 | 1 << 12 | (1 << 13 if is_port else 0)
-    struct.pack_into("<IHH", config, base + 0x0C, link_caps, 0x0040, link_status)
+    link_caps = speed | width << 4 | (LINK_CAPABILITIES_PORT if is_port else 0) | _port_number(fn) << 24
+    link_status = (status_speed | status_width << 4 | LINK_STATUS_SLOT_CLOCK
+                   | (LINK_STATUS_DL_ACTIVE if is_port else 0))
+    struct.pack_into("<IHH", config, base + 0x0C, link_caps, LINK_CONTROL, link_status)
     supported_speeds = sum(1 << generation for generation in range(1, speed + 1))
     struct.pack_into("<IHH", config, base + 0x2C, supported_speeds, speed, 0)
 
@@ -482,7 +499,8 @@ def _power_of_two_at_least(value: int) -> int:
 
 SMBIOS_VERSION = (3, 3)
 SMBIOS3_ANCHOR = b"_SM3_"
-SMBIOS3_ENTRY_POINT = "<5sBBBBBBBIQ"  # anchor, checksum, length, major, minor, docrev, revision, reserved, max size, address
+# anchor, checksum, length, major, minor, docrev, entry point revision, reserved, table max size, table address
+SMBIOS3_ENTRY_POINT = "<5sBBBBBBBIQ"
 SMBIOS3_ENTRY_POINT_LENGTH = 0x18
 # Where firmware typically leaves the table; the sysfs DMI file starts at it, so only its value shows.
 SMBIOS_TABLE_ADDRESS = 0x6F7E_5000
