@@ -88,6 +88,9 @@ def test_hardware_shows_before_any_driver(lab):
     assert on_host("gpu-02", "lspci -D -d 1002:75a3 | wc -l").stdout.strip() == "8"
     assert on_host("gpu-01", "dmidecode -s system-product-name").stdout.strip() == "SYS-821GE-TNHR"
     assert "Kernel driver in use: nvidia" not in on_host("gpu-01", "lspci -k -d 10de:2335").stdout
+    link = on_host("gpu-01", "lspci -vv -d 10de:2335").stdout
+    assert link.count("LnkSta:\tSpeed 32GT/s, Width x16") == 8
+    assert "ACSCtl:" in on_host("gpu-01", "lspci -vv -d 1000:c030").stdout
     missing = on_host("gpu-01", "nvidia-smi", check=False)
     assert missing.returncode == 127 and "not found" in missing.stderr
 
@@ -114,6 +117,46 @@ def test_driver_install_shows_mismatch_until_reboot(lab):
     reboot("gpu-01")
     assert on_host("gpu-01", "nvidia-smi -L | wc -l").stdout.strip() == "8"
     assert "Driver Version: 580.126.09" in on_host("gpu-01", "nvidia-smi").stdout
+
+
+def test_driver_stack_services_and_tools_run_on_the_nvswitch_host(lab):
+    """Fabric manager, persistenced and DCGM run as systemd services; the tools see all eight GPUs."""
+    on_host("gpu-01", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-fabricmanager=580.126.09-1"
+                      " datacenter-gpu-manager-4-cuda13 nccl-tests"
+                      " && systemctl enable --now nvidia-persistenced nvidia-fabricmanager nvidia-dcgm")
+    for service in ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm"):
+        assert on_host("gpu-01", f"systemctl is-active {service}").stdout.strip() == "active"
+    assert on_host("gpu-01", "nvidia-smi --query-gpu=persistence_mode --format=csv,noheader").stdout.split() == ["Enabled"] * 8
+    assert on_host("gpu-01", "dcgmi discovery -l").stdout.count("NVIDIA H200") == 8
+    assert "# Avg bus bandwidth" in on_host("gpu-01", "all_reduce_perf -b 8 -e 128M -f 2 -g 8").stdout
+
+
+def test_container_toolkit_merges_into_the_runtime_config(lab):
+    base = f"http://{state.CONTROLLER_ADDRESS}:{state.VENDOR_REPO_PORT}/libnvidia-container"
+    on_host("gpu-01", (
+        f"curl -fsS {base}/gpgkey | gpg --batch --yes --dearmor -o /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+        f" && echo 'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {base}/stable/deb/amd64 /'"
+        " > /etc/apt/sources.list.d/nvidia-container-toolkit.list && apt-get update -q"
+        " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-container-toolkit"
+        " && mkdir -p /etc/docker && echo '{\"log-driver\": \"journald\"}' > /etc/docker/daemon.json"
+        " && nvidia-ctk runtime configure --runtime=docker && nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+    ))
+    daemon = json.loads(on_host("gpu-01", "cat /etc/docker/daemon.json").stdout)
+    assert daemon["log-driver"] == "journald"
+    assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    devices = on_host("gpu-01", "nvidia-ctk cdi list").stdout
+    assert all(f"nvidia.com/gpu={index}" in devices for index in range(8)) and "nvidia.com/gpu=all" in devices
+
+
+def test_infiniband_tools_from_the_doca_repository_list_the_hcas(lab):
+    base = f"http://{state.CONTROLLER_ADDRESS}:{state.VENDOR_REPO_PORT}/public/repo/doca/3.1.0/debian12/x86_64"
+    on_host("gpu-01", (
+        f"curl -fsS {base}/GPG-KEY-Mellanox.pub | gpg --batch --yes --dearmor -o /usr/share/keyrings/doca.gpg"
+        f" && echo 'deb [signed-by=/usr/share/keyrings/doca.gpg] {base}/ /' > /etc/apt/sources.list.d/doca.list"
+        " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q infiniband-diags ibverbs-utils"
+    ))
+    assert on_host("gpu-01", "ibstat -l").stdout.split() == [f"mlx5_{index}" for index in range(8)]
+    assert on_host("gpu-01", "ibv_devinfo -d mlx5_0").stdout.count("PORT_ACTIVE") == 1
 
 
 def test_amd_driver_brings_kfd_and_rocm_tools_after_reboot(lab):

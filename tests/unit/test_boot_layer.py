@@ -1,24 +1,12 @@
 """The boot layer loads only what a driver package staged, and only for hardware that is present."""
 
-import json
-
-from k3ops.lab.profiles import get_profile
 from k3ops.lab.sim import boot
-from k3ops.lab.sim.host import HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING, SimHost
 
-
-def host_root(tmp_path, profile, staged=None):
-    hardware = get_profile(profile).hardware("gpu-01")
-    (tmp_path / HARDWARE_DOCUMENT).parent.mkdir(parents=True)
-    (tmp_path / HARDWARE_DOCUMENT).write_text(json.dumps(hardware))
-    for module, build in (staged or {}).items():
-        (tmp_path / KERNEL_MODULE_STAGING).mkdir(parents=True, exist_ok=True)
-        (tmp_path / KERNEL_MODULE_STAGING / module).write_text(json.dumps(build))
-    return SimHost(tmp_path), hardware
+from .fake_host import bare_host
 
 
 def test_nothing_is_loaded_before_a_driver_is_installed(tmp_path):
-    host, hardware = host_root(tmp_path, "h200x8")
+    host, hardware = bare_host(tmp_path, "h200x8")
     assert boot.load_kernel_modules(host) == {}
     drivers = boot.kernel_drivers(hardware, {})
     assert all(gpu["pci_bus_id"] not in drivers for gpu in hardware["gpus"])
@@ -26,7 +14,7 @@ def test_nothing_is_loaded_before_a_driver_is_installed(tmp_path):
 
 
 def test_staged_open_module_loads_with_its_version_and_taint(tmp_path):
-    host, hardware = host_root(tmp_path, "h200x8", {"nvidia": {"version": "580.105.08", "flavour": "open"}})
+    host, hardware = bare_host(tmp_path, "h200x8", staged_modules={"nvidia": {"version": "580.105.08", "flavour": "open"}})
     assert boot.load_kernel_modules(host) == {"nvidia": "580.105.08"}
     assert host.nvidia_module_version() == "580.105.08"
     assert (tmp_path / "sys/module/nvidia/taint").read_text().strip() == "OE"
@@ -35,20 +23,20 @@ def test_staged_open_module_loads_with_its_version_and_taint(tmp_path):
 
 
 def test_proprietary_module_taints_the_kernel(tmp_path):
-    host, _ = host_root(tmp_path, "b300x8", {"nvidia": {"version": "580.126.09", "flavour": "proprietary"}})
+    host, _ = bare_host(tmp_path, "b300x8", staged_modules={"nvidia": {"version": "580.126.09", "flavour": "proprietary"}})
     boot.load_kernel_modules(host)
     assert (tmp_path / "sys/module/nvidia/taint").read_text().strip() == "POE"
 
 
 def test_a_module_for_absent_hardware_does_not_load(tmp_path):
-    host, _ = host_root(tmp_path, "mi355x8", {"nvidia": {"version": "580.105.08", "flavour": "open"},
+    host, _ = bare_host(tmp_path, "mi355x8", staged_modules={"nvidia": {"version": "580.105.08", "flavour": "open"},
                                               "amdgpu": {"version": "6.14.14", "flavour": "dkms"}})
     assert boot.load_kernel_modules(host) == {"amdgpu": "6.14.14"}
     assert host.nvidia_module_version() is None
 
 
 def test_a_gpu_fallen_off_the_bus_loses_its_driver(tmp_path):
-    host, hardware = host_root(tmp_path, "h200x8")
+    host, hardware = bare_host(tmp_path, "h200x8")
     hardware["gpus"][3]["fallen_off_bus"] = True
     drivers = boot.kernel_drivers(hardware, {"nvidia": "580.105.08"})
     assert hardware["gpus"][3]["pci_bus_id"] not in drivers
@@ -56,7 +44,7 @@ def test_a_gpu_fallen_off_the_bus_loses_its_driver(tmp_path):
 
 
 def test_secure_boot_variable_is_what_mokutil_reads(tmp_path):
-    host, _ = host_root(tmp_path, "h200x8")
+    host, _ = bare_host(tmp_path, "h200x8")
     boot.write_secure_boot_state(host, True)
     variable = tmp_path / f"sys/firmware/efi/efivars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}"
     assert variable.read_bytes() == b"\x07\x00\x00\x00\x01"

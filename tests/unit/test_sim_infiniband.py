@@ -1,15 +1,13 @@
 """Simulated ibstat and ibv_devinfo against real captures, including a port that is down."""
 
-import json
 import re
 
 import pytest
 
-from k3ops.lab.profiles import get_profile
 from k3ops.lab.sim import infiniband
-from k3ops.lab.sim.host import HARDWARE_DOCUMENT, SimHost
 
 from ..conftest import real_output
+from .fake_host import bare_host, run
 
 IBSTAT_ROCE = "infiniband/ibstat_h100-node_cx7-400g-roce_plus_cx6dx-100g_ethernet.txt"
 IBSTAT_IB = "infiniband/ibstat_h100-node_cx7-mt4129_400g-ib_all-active.txt"
@@ -18,21 +16,6 @@ DEVINFO_ACTIVE = "infiniband/ibv_devinfo_cx7-vf-4126_ib_port-active_excerpt.txt"
 CA_LINE = re.compile(r"^CA '(?P<name>[^']+)'$")
 FIELD = re.compile(r"^(?P<indent>\t*)(?P<key>[^:\t]+):(?: (?P<value>.*))?$")
 DEVINFO_VALUE = re.compile(r"^(?P<prefix>\s*[^:]+:\s+)(?P<value>\S.*)$")
-
-
-def ib_host(tmp_path, **nic_changes):
-    hardware = get_profile("h200x8").hardware("gpu-01")
-    for nic in hardware["nics"]:
-        nic.update(nic_changes)
-    (tmp_path / HARDWARE_DOCUMENT).parent.mkdir(parents=True)
-    (tmp_path / HARDWARE_DOCUMENT).write_text(json.dumps(hardware))
-    return SimHost(tmp_path), hardware
-
-
-def run(capsys, entry, host, *args):
-    status = entry(list(args), host)
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def ibstat_blocks(text):
@@ -57,8 +40,8 @@ def values(fields):
 
 
 def test_ibstat_infiniband_blocks_match_the_real_layout_and_values(tmp_path, capsys):
-    host, hardware = ib_host(tmp_path)
-    _, out, _ = run(capsys, infiniband.ibstat_main, host)
+    host, hardware = bare_host(tmp_path)
+    _, out, _ = run(infiniband.ibstat_main, capsys, host)
     real = ibstat_blocks(real_output(IBSTAT_IB).replace(" " * 8, "\t"))
     sim = ibstat_blocks(out)
     assert list(sim) == sorted(nic["name"] for nic in hardware["nics"])
@@ -74,8 +57,8 @@ def test_ibstat_infiniband_blocks_match_the_real_layout_and_values(tmp_path, cap
 
 
 def test_ibstat_roce_ports_match_the_real_ethernet_capture(tmp_path, capsys):
-    host, _ = ib_host(tmp_path, link_layer="Ethernet")
-    _, out, _ = run(capsys, infiniband.ibstat_main, host, "mlx5_3")
+    host, _ = bare_host(tmp_path, link_layer="Ethernet")
+    _, out, _ = run(infiniband.ibstat_main, capsys, host, "mlx5_3")
     real = ibstat_blocks(real_output(IBSTAT_ROCE))
     sim = ibstat_blocks(out)
     assert list(sim) == ["mlx5_3"]
@@ -94,9 +77,9 @@ def testroce_port_guid_is_derived_from_the_node_guid_as_on_real_cx7(tmp_path):
 
 
 def test_ibstat_lists_cas_and_rejects_unknown_ones(tmp_path, capsys):
-    host, hardware = ib_host(tmp_path)
-    assert run(capsys, infiniband.ibstat_main, host, "-l")[1].split() == sorted(nic["name"] for nic in hardware["nics"])
-    status, out, err = run(capsys, infiniband.ibstat_main, host, "mlx5_9")
+    host, hardware = bare_host(tmp_path)
+    assert run(infiniband.ibstat_main, capsys, host, "-l")[1].split() == sorted(nic["name"] for nic in hardware["nics"])
+    status, out, err = run(infiniband.ibstat_main, capsys, host, "mlx5_9")
     assert status == 255 and out == ""
     assert re.fullmatch(r"ibpanic: \[\d+\] main: 'mlx5_9' IB device can't be found: No such file or directory\n", err)
 
@@ -104,8 +87,8 @@ def test_ibstat_lists_cas_and_rejects_unknown_ones(tmp_path, capsys):
 @pytest.mark.parametrize("physical_state", [None, "Disabled"])
 def test_ibstat_shows_a_down_port(tmp_path, capsys, physical_state):
     changes = {"port_state": "Down"} | ({"physical_state": physical_state} if physical_state else {})
-    host, _ = ib_host(tmp_path, **changes)
-    _, out, _ = run(capsys, infiniband.ibstat_main, host, "mlx5_0")
+    host, _ = bare_host(tmp_path, **changes)
+    _, out, _ = run(infiniband.ibstat_main, capsys, host, "mlx5_0")
     port = values(ibstat_blocks(out)["mlx5_0"])
     assert (port["State"], port["Physical state"]) == ("Down", physical_state or "Polling")
     assert (port["Base lid"], port["SM lid"]) == ("65535", "0")
@@ -114,16 +97,16 @@ def test_ibstat_shows_a_down_port(tmp_path, capsys, physical_state):
 def test_ibv_devinfo_down_port_reproduces_the_real_capture(tmp_path, capsys):
     real = real_output(DEVINFO_DOWN)
     real_values = {m["prefix"].strip(): m["value"] for line in real.splitlines() if (m := DEVINFO_VALUE.match(line))}
-    host, _ = ib_host(tmp_path, port_state="Down", fw_version=real_values["fw_ver:"],
+    host, _ = bare_host(tmp_path, port_state="Down", fw_version=real_values["fw_ver:"],
                       node_guid="0x" + real_values["node_guid:"].replace(":", ""))
-    status, out, _ = run(capsys, infiniband.ibv_devinfo_main, host, "-d", "mlx5_0")
+    status, out, _ = run(infiniband.ibv_devinfo_main, capsys, host, "-d", "mlx5_0")
     assert status == 0
     assert out.expandtabs(8) == real + "\n"
 
 
 def test_ibv_devinfo_active_port_has_the_real_layout(tmp_path, capsys):
-    host, hardware = ib_host(tmp_path)
-    _, out, _ = run(capsys, infiniband.ibv_devinfo_main, host)
+    host, hardware = bare_host(tmp_path)
+    _, out, _ = run(infiniband.ibv_devinfo_main, capsys, host)
     blocks = out.expandtabs(8).rstrip("\n").split("\n\n")
     assert [block.split("\n")[0] for block in blocks] == [f"hca_id: {nic['name']}" for nic in hardware["nics"]]
     real = [DEVINFO_VALUE.match(line) for line in real_output(DEVINFO_ACTIVE).rstrip("\n").split("\n")]
@@ -136,8 +119,8 @@ def test_ibv_devinfo_active_port_has_the_real_layout(tmp_path, capsys):
 
 
 def test_ibv_devinfo_lists_and_rejects_unknown_devices(tmp_path, capsys):
-    host, _ = ib_host(tmp_path)
-    _, out, _ = run(capsys, infiniband.ibv_devinfo_main, host, "-l")
+    host, _ = bare_host(tmp_path)
+    _, out, _ = run(infiniband.ibv_devinfo_main, capsys, host, "-l")
     assert out.startswith("8 HCAs found:\n\tmlx5_0\n") and out.endswith("\tmlx5_7\n\n")
-    status, out, err = run(capsys, infiniband.ibv_devinfo_main, host, "-d", "mlx5_9")
+    status, out, err = run(infiniband.ibv_devinfo_main, capsys, host, "-d", "mlx5_9")
     assert (status, out, err) == (255, "", "IB device 'mlx5_9' wasn't found\n")

@@ -7,7 +7,7 @@ import pytest
 from k3ops.lab.sim import all_reduce_perf
 
 from ..conftest import REAL_FIXTURES
-from .nvidia_lab import nvidia_host, run
+from .fake_host import nvidia_host, run
 
 V218_SOCKET = "nccl-tests/08_nccl_allreduce_v2.18_format_socket_2rank_tagged.txt"
 H100_2NODE = "nccl-tests/01_nccl_allreduce_h100_2node_16gpu.txt"

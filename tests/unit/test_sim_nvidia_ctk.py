@@ -10,7 +10,7 @@ import pytest
 from k3ops.lab.sim import nvidia_ctk
 from k3ops.lab.sim.go_formats import go_toml
 
-from .nvidia_lab import freeze_clock, nvidia_host, run
+from .fake_host import freeze_clock, nvidia_host, run
 
 DAEMON_JSON = "etc/docker/daemon.json"
 CONTAINERD_TOML = "etc/containerd/config.toml"

@@ -8,7 +8,7 @@ import pytest
 from k3ops.lab.sim import dcgmi
 
 from ..conftest import real_output
-from .nvidia_lab import nvidia_host, run
+from .fake_host import nvidia_host, run
 
 DIAG_R4 = "dcgmi/dcgmi-diag-r4_all-pass_dcgm2x-era.txt"
 DIAG_ROW = re.compile(r"^\| (?P<name>.{25}) \| (?P<info>.{46}) \|$")

@@ -9,7 +9,7 @@ import pytest
 from k3ops.lab.sim import nvidia_smi
 
 from ..conftest import real_output
-from .nvidia_lab import freeze_clock, nvidia_host, run
+from .fake_host import freeze_clock, nvidia_host, run
 
 TABLE_GB300 = "nvidia-smi-table/gb300-x4_580.105.08_oci.txt"
 TABLE_H200 = "nvidia-smi-table/h200-x1_590.48.01_load_with-processes.txt"

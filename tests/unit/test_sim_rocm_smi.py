@@ -5,11 +5,10 @@ import re
 
 import pytest
 
-from k3ops.lab.profiles import get_profile
 from k3ops.lab.sim import rocm_smi
-from k3ops.lab.sim.host import AMDGPU_MODULE_VERSION, HARDWARE_DOCUMENT, ROCM_VERSION_FILE, SimHost
 
 from ..conftest import real_output
+from .fake_host import amd_host, run
 
 CONCISE = "amd/rocm-smi_mi355x-x8_concise_rocm7.txt"
 SHOW_ALL = "amd/rocm-smi-a_mi300x-x4_gls.txt"
@@ -22,22 +21,6 @@ CONCISE_CELLS = [r"\d+", r"\d+", r"0x[0-9a-f]{4}, +\d+", r"\d+\.\d\N{DEGREE SIGN
                  r"NPS\d, [SDQC]PX, \d", r"\d+Mhz", r"\d+Mhz", r"\d+%", r"auto", r"\d+\.\dW", r"\d+%", r"\d+%"]
 
 
-def amd_host(tmp_path, rocm="7.0.2-56", amdgpu="6.14.14"):
-    hardware = get_profile("mi355x8").hardware("mi-01")
-    for relative, content in ((HARDWARE_DOCUMENT, json.dumps(hardware)), (ROCM_VERSION_FILE, rocm),
-                              (AMDGPU_MODULE_VERSION, amdgpu)):
-        if content:
-            (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / relative).write_text(content + "\n")
-    return SimHost(tmp_path), hardware
-
-
-def run(capsys, host, *args):
-    status = rocm_smi.main(list(args), host)
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 def concise_cells(row, header_line):
     """Cut a concise row at the header's column starts, as a parser of the real table would."""
     starts = [match.start() for match in re.finditer(r"\S+", header_line)]
@@ -46,7 +29,7 @@ def concise_cells(row, header_line):
 
 def test_concise_table_has_the_real_frame_and_columns(tmp_path, capsys):
     host, hardware = amd_host(tmp_path)
-    status, out, _ = run(capsys, host)
+    status, out, _ = run(rocm_smi, capsys, host)
     assert status == 0
     assert out.startswith("\n\n")  # rocm-smi prints print('\n') before every report
     sim = ANSI.sub("", out).strip("\n").split("\n")
@@ -66,14 +49,14 @@ def test_concise_table_has_the_real_frame_and_columns(tmp_path, capsys):
 
 def test_concise_subheader_is_printed_in_italics(tmp_path, capsys):
     host, _ = amd_host(tmp_path)
-    _, out, _ = run(capsys, host)
+    _, out, _ = run(rocm_smi, capsys, host)
     subheader = out.strip("\n").split("\n")[3]
     assert subheader.startswith("\033[3m") and subheader.endswith("\033[0m")
 
 
 def test_concise_refuses_json(tmp_path, capsys):
     host, _ = amd_host(tmp_path)
-    assert run(capsys, host, "--json")[:2] == (1, "NOT_SUPPORTED: Cannot print JSON/CSV output for concise output\n")
+    assert run(rocm_smi, capsys, host, "--json")[:2] == (1, "NOT_SUPPORTED: Cannot print JSON/CSV output for concise output\n")
 
 
 def real_section(title):
@@ -86,7 +69,7 @@ def real_section(title):
 
 def test_showbus_matches_the_real_section(tmp_path, capsys):
     host, hardware = amd_host(tmp_path)
-    _, out, _ = run(capsys, host, "--showbus")
+    _, out, _ = run(rocm_smi, capsys, host, "--showbus")
     lines = out.split("\n")
     real_spacer, real_lines = real_section(" PCI Bus ID ")
     real_header = real_output(SHOW_ALL).split("\n")[2]
@@ -101,7 +84,7 @@ def test_showbus_matches_the_real_section(tmp_path, capsys):
 
 def test_showbus_json_uses_the_real_key(tmp_path, capsys):
     host, hardware = amd_host(tmp_path)
-    _, out, _ = run(capsys, host, "--showbus", "--json")
+    _, out, _ = run(rocm_smi, capsys, host, "--showbus", "--json")
     document = json.loads(out)
     telegraf = json.loads(real_output(TELEGRAF_JSON))
     assert "PCI Bus" in telegraf["card0"]
@@ -110,7 +93,7 @@ def test_showbus_json_uses_the_real_key(tmp_path, capsys):
 
 def test_productname_on_rocm_6_0_matches_the_real_text_and_json(tmp_path, capsys):
     host, _ = amd_host(tmp_path, rocm="6.0.2-115")
-    _, out, _ = run(capsys, host, "--showproductname")
+    _, out, _ = run(rocm_smi, capsys, host, "--showproductname")
     real_spacer, real_lines = real_section(" Product Info ")
     real_metrics = [GPU_LINE.match(line)["metric"] for line in real_lines if line.startswith("GPU[0]")]
     lines = out.split("\n")
@@ -119,7 +102,7 @@ def test_productname_on_rocm_6_0_matches_the_real_text_and_json(tmp_path, capsys
     assert sim_metrics == real_metrics
     assert all(GPU_LINE.match(line)["value"].startswith("\t\t") for line in lines[4:-3])
 
-    _, out, _ = run(capsys, host, "--showproductname", "--json")
+    _, out, _ = run(rocm_smi, capsys, host, "--showproductname", "--json")
     telegraf_card = json.loads(real_output(TELEGRAF_JSON))["card0"]
     card = json.loads(out)["card0"]
     assert set(card) <= set(telegraf_card)
@@ -129,7 +112,7 @@ def test_productname_on_rocm_6_0_matches_the_real_text_and_json(tmp_path, capsys
 
 def test_productname_on_rocm_7_uses_the_renamed_fields(tmp_path, capsys):
     host, _ = amd_host(tmp_path)
-    _, out, _ = run(capsys, host, "--showproductname", "--json")
+    _, out, _ = run(rocm_smi, capsys, host, "--showproductname", "--json")
     card = json.loads(out)["card3"]
     assert list(card) == ["Card Series", "Card Model", "Card Vendor", "Card SKU", "Subsystem ID", "Device Rev",
                           "Node ID", "GUID", "GFX Version"]
@@ -138,16 +121,16 @@ def test_productname_on_rocm_7_uses_the_renamed_fields(tmp_path, capsys):
 
 def test_driver_version_section_and_json(tmp_path, capsys):
     host, _ = amd_host(tmp_path, amdgpu="6.12.12")
-    _, out, _ = run(capsys, host, "--showdriverversion")
+    _, out, _ = run(rocm_smi, capsys, host, "--showdriverversion")
     real_spacer, real_lines = real_section(" Version of System Component ")
     lines = out.split("\n")
     assert lines[3] == real_spacer and DRIVER_LINE.match(real_lines[0])
     assert DRIVER_LINE.match(lines[4])["version"] == "6.12.12"
-    _, out, _ = run(capsys, host, "--showdriverversion", "--json")
+    _, out, _ = run(rocm_smi, capsys, host, "--showdriverversion", "--json")
     assert json.loads(out) == {"system": {"Driver version": "6.12.12"}}
 
 
 @pytest.mark.parametrize("args", [[], ["--showbus", "--json"], ["--showproductname"]])
 def test_without_amdgpu_it_logs_an_error_and_exits_zero(tmp_path, capsys, args):
     host, _ = amd_host(tmp_path, amdgpu="")
-    assert run(capsys, host, *args) == (0, "", "ERROR:root:Driver not initialized (amdgpu not found in modules)\n")
+    assert run(rocm_smi, capsys, host, *args) == (0, "", "ERROR:root:Driver not initialized (amdgpu not found in modules)\n")

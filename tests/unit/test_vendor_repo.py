@@ -1,5 +1,7 @@
 """The simulated vendor repositories: named, versioned, pinned and signed like the real ones."""
 
+import importlib
+import re
 import subprocess
 
 import pytest
@@ -71,3 +73,17 @@ def test_driver_meta_package_requires_the_exact_same_release():
     driver = next(p for p in vendor_repo.nvidia_driver_packages("580.126.09") if p.name == "nvidia-driver")
     assert "nvidia-driver-cuda (= 580.126.09-1)" in driver.depends
     assert "nvidia-kernel-open-dkms (= 580.126.09-1) | nvidia-kernel-dkms (= 580.126.09-1)" in driver.depends
+
+
+def test_every_tool_entry_point_names_a_real_simulator_function():
+    """A package's /usr/bin script imports labsim.<module>.<function>: each must exist."""
+    entry = re.compile(r"^from labsim\.(\w+) import (\w+)$", re.MULTILINE)
+    checked = 0
+    for _suite, packages in vendor_repo.repositories().values():
+        for package in packages:
+            for path, content in package.files.items():
+                for module, function in entry.findall(content):
+                    simulator = importlib.import_module(f"k3ops.lab.sim.{module}")
+                    assert callable(getattr(simulator, function, None)), f"{package.name}: {path}"
+                    checked += 1
+    assert checked >= 12

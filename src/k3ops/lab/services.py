@@ -74,7 +74,7 @@ def wait_until_listening(timeout: float = 15.0) -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"lab service on port {port} did not start; see {state.STATE_DIR / 'run'}")
+                    raise RuntimeError(f"lab service on port {port} did not start; see {state.STATE_DIR / 'run'}") from None
                 time.sleep(0.2)
 
 

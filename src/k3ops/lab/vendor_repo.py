@@ -157,6 +157,7 @@ def nvidia_tools_packages() -> list[Package]:
             files={
                 **tool("/usr/bin/dcgmi", "dcgmi"),
                 **tool("/usr/bin/nv-hostengine", "daemons", "hostengine_main"),
+                **version_marker("datacenter-gpu-manager-4-core", DCGM_VERSION),
                 "/usr/lib/systemd/system/nvidia-dcgm.service": service_unit(
                     "NVIDIA DCGM service", "/usr/bin/nv-hostengine -n --service-account nvidia-dcgm",
                     extra="Type=simple\n",

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 
 from .host import PERSISTENCED_SOCKET, SimHost
@@ -28,6 +29,7 @@ FM_VERSION_MISMATCH = (
     "Please update with matching NVIDIA driver package."
 )
 FM_LOG = "var/log/fabricmanager.log"
+HOSTENGINE_ADDRESS = ("127.0.0.1", 5555)
 
 
 def _driver_ready(host: SimHost, daemon: str) -> bool:
@@ -92,9 +94,19 @@ def fabricmanager_main(argv: list[str], host: SimHost | None = None) -> int:
 
 
 def hostengine_main(argv: list[str], host: SimHost | None = None) -> int:
+    """nv-hostengine: listens where dcgmi connects (127.0.0.1:5555) while the driver is usable."""
     host = host or SimHost()
     if not _driver_ready(host, "nv-hostengine"):
         print("Host engine failed to start: DCGM initialization error", file=sys.stderr)
         return 1
-    print("Started host engine version 4.4.1 using port number: 5555", flush=True)
-    return _serve_until_stopped()
+    listener = socket.create_server(HOSTENGINE_ADDRESS)
+    threading.Thread(target=_accept_and_close, args=(listener,), daemon=True).start()
+    version = host.package_version("datacenter-gpu-manager-4-core")
+    print(f"Started host engine version {version} using port number: {HOSTENGINE_ADDRESS[1]}", flush=True)
+    return _serve_until_stopped(listener.close)
+
+
+def _accept_and_close(listener: socket.socket) -> None:
+    while True:
+        connection, _ = listener.accept()
+        connection.close()

@@ -17,7 +17,7 @@ from . import nvidia_devices as devices
 from .host import SimHost
 from .nvidia_devices import DriverState, NvidiaGpu
 
-DCGM_VERSION = "4.4.1"
+DCGM_PACKAGE = "datacenter-gpu-manager-4-core"
 DEFAULT_HOST = "localhost"
 HOSTENGINE_PORT = 5555
 UNIX_SOCKET_PREFIX = "unix://"
@@ -170,7 +170,7 @@ def diag(host: SimHost, options: dict[str, str]) -> int:
     results = [_test_result(test, host, gpus) for run_level, _, test in DIAG_TESTS if run_level <= level]
     lines = list(DIAG_HEADER)
     lines.append(DIAG_CATEGORY_HEADINGS["Metadata"])
-    lines.append(DIAG_ROW.format(name="DCGM Version", info=DCGM_VERSION))
+    lines.append(DIAG_ROW.format(name="DCGM Version", info=host.package_version(DCGM_PACKAGE)))
     lines.append(DIAG_ROW.format(name="Driver Version Detected", info=host.nvidia_module_version()))
     lines.append(DIAG_ROW.format(name="GPU Device IDs Detected", info=", ".join(gpu.device_id for gpu in gpus)))
     for category in ("Deployment", "Hardware", "Integration", "Stress"):
