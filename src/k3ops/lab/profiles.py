@@ -79,6 +79,8 @@ class Profile:
     bios_version: str
     bios_release_date: str
     cpu_model: str
+    cpu_cores_per_socket: int
+    cpu_threads_per_core: int
     gpu_model: GpuModel | None
     gpu_bus_ids: tuple[str, ...] = ()
     gpu_numa_nodes: tuple[int, ...] = ()
@@ -97,6 +99,13 @@ class Profile:
     def gpu_vendor(self) -> str | None:
         return self.gpu_model.vendor if self.gpu_model else None
 
+    def pcie_switch_above(self, bus_id: str) -> str | None:
+        """The PCIe switch a GPU or NIC sits behind: the nearest one numbered below it in its domain."""
+        domain, bus = bus_id.split(":")[:2]
+        above = [switch for switch in self.pcie_switch_bus_ids
+                 if switch.split(":")[0] == domain and int(switch.split(":")[1], 16) < int(bus, 16)]
+        return max(above, key=lambda switch: int(switch.split(":")[1], 16), default=None)
+
     def hardware(self, hostname: str, nvme_size_gib: int | None = None) -> dict:
         """The `hardware.json` document for one host; identifiers are stable per host name."""
         gpus = [
@@ -108,6 +117,7 @@ class Profile:
                 "serial": _stable_digits(f"{hostname}/gpu/{index}", 13),
                 "module_id": index + 1,
                 "minor_number": index,
+                "pcie_switch": self.pcie_switch_above(bus_id),
             }
             for index, bus_id in enumerate(self.gpu_bus_ids)
         ]
@@ -131,6 +141,8 @@ class Profile:
                 "bios_release_date": self.bios_release_date,
             },
             "cpu_model": self.cpu_model,
+            "cpu_cores_per_socket": self.cpu_cores_per_socket,
+            "cpu_threads_per_core": self.cpu_threads_per_core,
             "gpu_model": asdict(self.gpu_model) if self.gpu_model else None,
             "gpus": gpus,
             "nvswitches": [
@@ -143,7 +155,9 @@ class Profile:
             if self.fabric == "nvlink-domain"
             else None,
             "nics": [
-                asdict(nic) | {"node_guid": _stable_guid(f"{hostname}/{nic.name}")} for nic in self.nics
+                asdict(nic) | {"node_guid": _stable_guid(f"{hostname}/{nic.name}"),
+                               "pcie_switch": self.pcie_switch_above(nic.pci_bus_id)}
+                for nic in self.nics
             ],
             "nvme": nvme,
             "secure_boot": False,
@@ -212,6 +226,8 @@ H200X8 = Profile(
     bios_version="2.1",
     bios_release_date="03/12/2024",
     cpu_model="Intel(R) Xeon(R) Platinum 8480+",
+    cpu_cores_per_socket=56,
+    cpu_threads_per_core=2,
     gpu_model=GpuModel(
         vendor="nvidia", name="NVIDIA H200", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x2335",
         pci_subsystem_id="0x18be", memory_total_mib=143771, power_limit_w=700, architecture="Hopper",
@@ -237,6 +253,8 @@ B300X8 = Profile(
     bios_version="1.3",
     bios_release_date="07/21/2025",
     cpu_model="Intel(R) Xeon(R) 6776P",
+    cpu_cores_per_socket=64,
+    cpu_threads_per_core=2,
     gpu_model=GpuModel(
         vendor="nvidia", name="NVIDIA B300 SXM6 AC", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x3182",
         pci_subsystem_id="0x20e6", memory_total_mib=275040, power_limit_w=1100, architecture="Blackwell",
@@ -260,6 +278,8 @@ GB300X4 = Profile(
     bios_version="02.04.06",
     bios_release_date="08/14/2025",
     cpu_model="NVIDIA Grace",
+    cpu_cores_per_socket=72,
+    cpu_threads_per_core=1,
     gpu_model=GpuModel(
         vendor="nvidia", name="NVIDIA GB300", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x31c2",
         pci_subsystem_id="0x21ec", memory_total_mib=284208, power_limit_w=1400, architecture="Blackwell",
@@ -282,6 +302,8 @@ MI355X8 = Profile(
     bios_version="1.2",
     bios_release_date="06/05/2025",
     cpu_model="AMD EPYC 9575F 64-Core Processor",
+    cpu_cores_per_socket=64,
+    cpu_threads_per_core=2,
     gpu_model=GpuModel(
         vendor="amd", name="AMD Instinct MI355X", pci_vendor_id=AMD_VENDOR_ID, pci_device_id="0x75a3",
         pci_subsystem_id="0x75a3", memory_total_mib=294896, power_limit_w=1400, architecture="gfx950",
@@ -308,6 +330,8 @@ CPU = Profile(
     bios_version="2.3.5",
     bios_release_date="09/10/2024",
     cpu_model="Intel(R) Xeon(R) Gold 6430",
+    cpu_cores_per_socket=32,
+    cpu_threads_per_core=2,
     gpu_model=None,
     nvme=(_SAMSUNG_PM9A3,),
 )

@@ -18,12 +18,6 @@ from datetime import datetime
 
 from .host import SimHost
 
-# What a real HGX/Grace CPU exposes per NUMA node: cores per socket and hardware threads per core.
-CPU_TOPOLOGY = {
-    "Intel(R) Xeon(R) Platinum 8480+": (56, 2),
-    "Intel(R) Xeon(R) 6776P": (64, 2),
-    "NVIDIA Grace": (72, 1),
-}
 # Grace exposes each GPU's memory as its own NUMA nodes (8 per GPU): the socket's node, then those.
 GRACE_GPU_MEMORY_NUMA_NODES = 8
 
@@ -113,6 +107,7 @@ class NvidiaGpu:
     uuid: str
     serial: str
     pci: PciAddress
+    pcie_switch: str | None
     numa_node: int
     minor_number: int
     module_id: int
@@ -215,7 +210,7 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
     return [
         NvidiaGpu(
             index=index, name=model["name"], uuid=gpu["uuid"], serial=gpu["serial"],
-            pci=PciAddress.parse(gpu["pci_bus_id"]), numa_node=gpu["numa_node"],
+            pci=PciAddress.parse(gpu["pci_bus_id"]), pcie_switch=gpu.get("pcie_switch"), numa_node=gpu["numa_node"],
             minor_number=gpu["minor_number"], module_id=gpu["module_id"], model=model,
             row_remap_pending=gpu["index"] in pending,
             down_links=frozenset(down_links.get(str(gpu["index"]), ())),
@@ -226,7 +221,7 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
 
 def cpu_affinity(hardware: dict, numa_node: int) -> str:
     """The CPUs of one NUMA node in `cpulist` form: "0-55,112-167" with hyperthreads, "72-143" without."""
-    cores, threads = CPU_TOPOLOGY[hardware["cpu_model"]]
+    cores, threads = hardware["cpu_cores_per_socket"], hardware["cpu_threads_per_core"]
     sockets = len({gpu["numa_node"] for gpu in hardware["gpus"]}) or 1
     first = numa_node * cores
     ranges = [f"{first + thread * cores * sockets}-{first + thread * cores * sockets + cores - 1}"

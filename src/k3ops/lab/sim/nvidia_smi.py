@@ -283,20 +283,19 @@ class _Endpoint:
     name: str
     address: PciAddress
     numa_node: int
-    switch: PciAddress | None
+    switch: str | None  # the PCIe switch it sits behind
     gpu: NvidiaGpu | None = None
 
 
 def _topology(host: SimHost, gpus: list[NvidiaGpu]) -> list[str]:
     """The GPU/NIC connection matrix; NICs are the host's RDMA devices (mlx5_*), in index order."""
     hardware = host.hardware()
-    switches = [PciAddress.parse(switch["pci_bus_id"]) for switch in hardware["pcie_switches"]]
     nics = sorted(hardware["nics"], key=lambda nic: int(nic["name"].rsplit("_", 1)[1]))
-    endpoints = [_Endpoint(f"GPU{gpu.index}", gpu.pci, gpu.numa_node, _switch_above(gpu.pci, switches), gpu)
+    endpoints = [_Endpoint(f"GPU{gpu.index}", gpu.pci, gpu.numa_node, gpu.pcie_switch, gpu)
                  for gpu in gpus]
     for number, nic in enumerate(nics):
-        address = PciAddress.parse(nic["pci_bus_id"])
-        endpoints.append(_Endpoint(f"NIC{number}", address, nic["numa_node"], _switch_above(address, switches)))
+        endpoints.append(_Endpoint(f"NIC{number}", PciAddress.parse(nic["pci_bus_id"]), nic["numa_node"],
+                                   nic.get("pcie_switch")))
     header = "\t".join([endpoint.name for endpoint in endpoints] + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])
     lines = ["\t" + (UNDERLINE + header + RESET if sys.stdout.isatty() else header)]
     for endpoint in endpoints:
@@ -326,12 +325,6 @@ def _connection(one: _Endpoint, other: _Endpoint) -> str:
     if one.numa_node == other.numa_node and one.address.domain == other.address.domain:
         return "NODE"
     return "SYS"
-
-
-def _switch_above(address: PciAddress, switches: list[PciAddress]) -> PciAddress | None:
-    """The PCIe switch whose bus range holds `address`: the nearest one numbered below it."""
-    candidates = [switch for switch in switches if switch.domain == address.domain and switch.bus <= address.bus]
-    return max(candidates, key=lambda switch: switch.bus, default=None)
 
 
 def _nvlink_status(host: SimHost, gpus: list[NvidiaGpu]) -> list[str]:

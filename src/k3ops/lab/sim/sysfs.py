@@ -142,6 +142,7 @@ class PciFunction:
     secondary_bus: int = 0
     subordinate_bus: int = 0
     acs_enabled: bool = False
+    upstream_switch: str | None = None  # bus id of the PCIe switch this endpoint sits behind
     unreachable: bool = False  # fallen off the bus: config reads return all ones
     children: list[PciFunction] = field(default_factory=list)
     addresses: dict[int, int] = field(default_factory=dict)  # BAR index -> assigned address
@@ -225,7 +226,8 @@ def _endpoints(hardware: dict) -> list[PciFunction]:
             bus_id=nic["pci_bus_id"], kind="nic", vendor=MELLANOX_VENDOR, device=int(nic["pci_device_id"], 16),
             class_code=CLASS_INFINIBAND if nic["link_layer"] == "InfiniBand" else CLASS_ETHERNET,
             subsystem_vendor=MELLANOX_VENDOR, subsystem_device=CONNECTX_SUBSYSTEM, numa_node=nic["numa_node"],
-            port_type=ENDPOINT, bars=(Bar(0, 32 * MIB, RESOURCE_MEM64_PREFETCH),)))
+            port_type=ENDPOINT, bars=(Bar(0, 32 * MIB, RESOURCE_MEM64_PREFETCH),),
+            upstream_switch=nic.get("pcie_switch")))
     for disk in hardware["nvme"]:
         endpoints.append(PciFunction(
             bus_id=disk["pci_bus_id"], kind="nvme", vendor=SAMSUNG_VENDOR, device=int(disk["pci_device_id"], 16),
@@ -251,18 +253,17 @@ def _gpu_function(model: dict, gpu: dict) -> PciFunction:
         class_code=class_code, subsystem_vendor=vendor, subsystem_device=int(model["pci_subsystem_id"], 16),
         revision=revision, numa_node=gpu["numa_node"], port_type=ENDPOINT,
         link_generation=model["pcie_generation"], link_width=model["pcie_width"], bars=bars,
-        unreachable=bool(gpu.get("fallen_off_bus")))
+        upstream_switch=gpu.get("pcie_switch"), unreachable=bool(gpu.get("fallen_off_bus")))
 
 
 def _attach_to_switches(endpoints: list[PciFunction], hardware: dict) -> list[PciFunction]:
-    """Put each GPU and NIC behind the nearest PCIe switch above it; return what hangs off root ports."""
+    """Put each GPU and NIC behind the PCIe switch the hardware document names; return what hangs off root ports."""
     switch_buses = sorted(_split_bus_id(s["pci_bus_id"]) for s in hardware["pcie_switches"])
     switches: dict[tuple[int, int], list[PciFunction]] = {key: [] for key in switch_buses}
     direct = []
     for fn in endpoints:
-        above = [key for key in switch_buses if key[0] == fn.domain and key[1] < fn.bus]
-        if fn.kind in ("gpu", "nic") and above:
-            switches[above[-1]].append(fn)
+        if fn.upstream_switch:
+            switches[_split_bus_id(fn.upstream_switch)].append(fn)
         else:
             direct.append(fn)
     upstream_ports = [_switch(domain, bus, members) for (domain, bus), members in switches.items() if members]
