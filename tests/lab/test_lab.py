@@ -40,11 +40,14 @@ def test_status_reports_every_host_running(lab):
     assert len({h["address"] for h in hosts}) == len(hosts)
 
 
+def pyinfra(*args: str) -> subprocess.CompletedProcess:
+    """The real pyinfra command line on the lab inventory."""
+    return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+
+
 def test_pyinfra_runs_commands_on_every_host(lab):
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", "exec", "--", "hostname"],
-        cwd=REPO_ROOT, capture_output=True, text=True,
-    )
+    result = pyinfra("exec", "--", "hostname")
     assert result.returncode == 0, result.stderr
     for name in lab:
         assert f"[{name}] {name}" in result.stdout + result.stderr
@@ -174,11 +177,14 @@ def test_amd_driver_brings_kfd_and_rocm_tools_after_reboot(lab):
     assert on_host("gpu-02", "rocm-smi --showproductname --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'").stdout.strip() == "8"
 
 
-def test_nvme_filesystem_in_fstab_is_mounted_at_boot(lab):
-    """The boot layer stands in for udev: by-uuid links, and fstab's block devices mounted at boot."""
+def test_nvme_filesystem_in_fstab_is_mounted_after_a_pyinfra_reboot(lab):
+    """pyinfra's server.reboot sees the host come back (its uptime restarts); the boot layer stands in
+    for udev: by-uuid links, and fstab's block devices mounted at boot."""
     on_host("gpu-02", "mkfs.xfs -q -f /dev/nvme0n1 && mkdir -p /srv/models"
                       " && echo \"UUID=$(blkid -o value -s UUID /dev/nvme0n1) /srv/models xfs noatime 0 2\" >> /etc/fstab")
-    reboot("gpu-02")
+    rebooted = pyinfra("--limit", "gpu-02", "server.reboot", "delay=2")
+    assert rebooted.returncode == 0, rebooted.stderr
+    assert float(on_host("gpu-02", "cut -d' ' -f1 /proc/uptime").stdout) < 60
     uuid = on_host("gpu-02", "blkid -o value -s UUID /dev/nvme0n1").stdout.strip()
     assert on_host("gpu-02", f"readlink /dev/disk/by-uuid/{uuid}").stdout.strip() == "../../nvme0n1"
     assert on_host("gpu-02", "findmnt -n -o SOURCE,FSTYPE /srv/models").stdout.split() == ["/dev/nvme0n1", "xfs"]

@@ -123,16 +123,22 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
 
 
 def nspawn_command(host: state.LabHost) -> list[str]:
+    """The container's command line, in a time namespace whose boot clock starts now.
+
+    So /proc/uptime inside the host counts from this boot, as on a real machine: pyinfra's
+    `server.reboot` and other tools that watch uptime see the reboot.
+    """
     hardware = get_profile(host.profile).hardware(host.name)
+    controller_uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
     command = [
+        "unshare", "--time", "--fork", f"--boottime=-{max(controller_uptime - 1, 0)}",
         "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
         f"--directory={paths(host)['root']}", f"--machine={host.name}",
         f"--network-namespace-path={NETNS_PATH}/{host.netns}",
     ]
     command += [f"--tmpfs={mount}" for mount in SIMULATED_SYSFS]
-    command += [f"--bind={loop}:/dev/{disk['name']}" for loop, disk in zip(host.nvme_loops, hardware["nvme"])]
+    command += [f"--bind={loop}:/dev/{disk['name']}" for loop, disk in zip(host.nvme_loops, hardware["nvme"], strict=True)]
     return command
-
 
 
 def supervise(host: state.LabHost) -> int:
@@ -145,11 +151,13 @@ def supervise(host: state.LabHost) -> int:
         nonlocal stopping
         stopping = True
         if child and child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+            # unshare ignores SIGTERM while it waits; nspawn, in its process group, powers the host off.
+            os.killpg(child.pid, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     while True:
-        child = subprocess.Popen(nspawn_command(host), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        child = subprocess.Popen(nspawn_command(host), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                 process_group=0)
         status = child.wait()
         if stopping or status != REBOOT_EXIT_STATUS:
             return 0 if status in (0, REBOOT_EXIT_STATUS) else status
