@@ -4,5 +4,7 @@
 """
 
 from k3ops.lab.inventory import groups
+from k3ops.spec import validate_inventory
 
 globals().update(groups())
+validate_inventory(__file__)

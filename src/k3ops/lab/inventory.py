@@ -43,7 +43,6 @@ def host_data(host: state.LabHost) -> dict:
         "gpu_vendor": profile.gpu_vendor,
         "gpu_model": profile.gpu_model.name if profile.gpu_model else None,
         "gpu_count": profile.gpu_count,
-        "nvswitch": profile.fabric == "nvswitch",
         "nvme_devices": [f"/dev/{disk.name}" for disk in profile.nvme],
         "repositories": repositories(),
     }

@@ -1,0 +1,66 @@
+"""The GPU models and server boards k3ops knows: what a deploy may expect of a host.
+
+Inventory data names a `hardware_profile`; the spec checks the host's other data against it, and the
+lab's simulated hosts are built from the same profiles (`k3ops.lab.profiles`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str  # as nvidia-smi / rocm-smi print it
+    vendor: str  # "nvidia" or "amd"
+    architecture: str  # "Hopper", "Blackwell", "CDNA3", "CDNA4"
+
+
+@dataclass(frozen=True)
+class BoardProfile:
+    name: str
+    gpu_model: str | None
+    gpu_count: int
+    nvswitch: bool  # an HGX baseboard whose NVSwitches need fabric manager
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    model.name: model
+    for model in (
+        GpuModel("NVIDIA H100 80GB HBM3", "nvidia", "Hopper"),
+        GpuModel("NVIDIA H200", "nvidia", "Hopper"),
+        GpuModel("NVIDIA B200", "nvidia", "Blackwell"),
+        GpuModel("NVIDIA B300 SXM6 AC", "nvidia", "Blackwell"),
+        GpuModel("NVIDIA GB200", "nvidia", "Blackwell"),
+        GpuModel("NVIDIA GB300", "nvidia", "Blackwell"),
+        GpuModel("AMD Instinct MI300X", "amd", "CDNA3"),
+        GpuModel("AMD Instinct MI325X", "amd", "CDNA3"),
+        GpuModel("AMD Instinct MI350X", "amd", "CDNA4"),
+        GpuModel("AMD Instinct MI355X", "amd", "CDNA4"),
+    )
+}
+
+BOARD_PROFILES: dict[str, BoardProfile] = {
+    profile.name: profile
+    for profile in (
+        BoardProfile("h100x8", "NVIDIA H100 80GB HBM3", 8, nvswitch=True),
+        BoardProfile("h200x8", "NVIDIA H200", 8, nvswitch=True),
+        BoardProfile("b200x8", "NVIDIA B200", 8, nvswitch=True),
+        BoardProfile("b300x8", "NVIDIA B300 SXM6 AC", 8, nvswitch=True),
+        BoardProfile("gb200x4", "NVIDIA GB200", 4, nvswitch=False),
+        BoardProfile("gb300x4", "NVIDIA GB300", 4, nvswitch=False),
+        BoardProfile("mi300x8", "AMD Instinct MI300X", 8, nvswitch=False),
+        BoardProfile("mi355x8", "AMD Instinct MI355X", 8, nvswitch=False),
+        BoardProfile("cpu", None, 0, nvswitch=False),
+    )
+}
+
+# The newest CUDA each NVIDIA driver branch supports (NVIDIA's CUDA toolkit release notes).
+CUDA_BY_DRIVER_BRANCH: dict[int, str] = {550: "12.4", 560: "12.6", 565: "12.7", 570: "12.8", 575: "12.9",
+                                         580: "13.0", 590: "13.1"}
+
+
+def cuda_supported_by(branch: int) -> str | None:
+    """The CUDA version a driver branch supports: the nearest known branch at or below it."""
+    known = [b for b in CUDA_BY_DRIVER_BRANCH if b <= branch]
+    return CUDA_BY_DRIVER_BRANCH[max(known)] if known else None

@@ -1,0 +1,168 @@
+"""What a GPU host deploy needs to know about a host: one validated spec per inventory host.
+
+Inventory and group_data stay flat pyinfra data (`gpu_vendor = "nvidia"`); this model is the one place
+that says which keys exist, their defaults for Kimi K3 (R580 open kernel modules, CUDA 13, ROCm 7),
+and what is allowed. Unknown keys are refused, so a typo cannot silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..hardware import BOARD_PROFILES, GPU_MODELS, cuda_supported_by
+
+DRIVER_VERSION = re.compile(r"^(?P<branch>\d{3})\.\d{2,3}(?:\.\d{2})?$")
+ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+CUDA_VERSION = re.compile(r"^\d+\.\d+$")
+TOOLKIT_VERSION = re.compile(r"^\d+\.\d+\.\d+-\d+$")
+HTTP_URL = r"^https?://[^\s/]+(/\S*)?$"
+
+
+class Repository(BaseModel):
+    """An apt repository: `suite` None means a flat repository (`deb URL /`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(pattern=HTTP_URL)
+    key_url: str = Field(pattern=HTTP_URL)
+    suite: str | None = None
+
+
+def vendor_repositories() -> dict[str, Repository]:
+    """The vendors' own repositories; `{rocm_release}` is filled in from the host's ROCm release."""
+    return {
+        "cuda": Repository(url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+                           key_url="https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/3bf863cc.pub"),
+        "container_toolkit": Repository(url="https://nvidia.github.io/libnvidia-container/stable/deb/amd64/",
+                                        key_url="https://nvidia.github.io/libnvidia-container/gpgkey"),
+        "amdgpu": Repository(url="https://repo.radeon.com/amdgpu/{rocm_release}/ubuntu", suite="noble",
+                             key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
+        "rocm": Repository(url="https://repo.radeon.com/rocm/apt/{rocm_release}", suite="noble",
+                           key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
+        "doca": Repository(url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/",
+                           key_url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/GPG-KEY-Mellanox.pub"),
+    }
+
+
+class GpuHostSpec(BaseModel):
+    """A host's hardware and the GPU software stack it should run."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    lab: bool = Field(False, description="a simulated lab host (set by inventory/lab.py only)")
+    hardware_profile: str = Field(description="board profile (h200x8, b300x8, gb300x4, mi355x8, cpu, ...)")
+    gpu_vendor: Literal["nvidia", "amd"] | None = None
+    gpu_model: str | None = Field(None, description="as nvidia-smi / rocm-smi print it, e.g. 'NVIDIA H200'")
+    gpu_count: int = Field(0, ge=0, le=16)
+    nvidia_driver_version: str = Field("580.126.09", description="exact driver version, pinned and held")
+    nvidia_kernel_modules: Literal["open", "proprietary"] = "open"
+    nvidia_signed_modules: bool = Field(False, description="modules are signed for Secure Boot (MOK enrolled)")
+    fabric_manager: Literal["auto", "on", "off"] = Field("auto", description="auto: on where the host has NVSwitches")
+    dcgm: bool = True
+    container_toolkit_version: str = "1.18.0-1"
+    required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
+    rocm_release: str = "7.0.2"
+    container_runtime: Literal["docker"] = "docker"
+    docker_source: Literal["distribution", "vendor"] = "distribution"
+    reboot_policy: Literal["allowed", "never"] = Field(
+        "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
+    service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    nvme_devices: list[str] = Field(default_factory=list, description="NVMe namespaces for the model cache")
+    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "doca"], Repository] = Field(
+        default_factory=vendor_repositories)
+
+    @field_validator("repositories", mode="before")
+    @classmethod
+    def _over_vendor_defaults(cls, value: dict) -> dict:
+        """Inventory data names only the repositories it moves; the rest stay the vendors' own."""
+        return {**vendor_repositories(), **value} if isinstance(value, dict) else value
+
+    @field_validator("hardware_profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        if value not in BOARD_PROFILES:
+            raise ValueError(f"unknown hardware profile {value!r}; known: {', '.join(BOARD_PROFILES)}")
+        return value
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_model(cls, value: str | None) -> str | None:
+        if value is not None and value not in GPU_MODELS:
+            raise ValueError(f"unknown GPU model {value!r}; known: {', '.join(GPU_MODELS)}")
+        return value
+
+    @field_validator("nvidia_driver_version")
+    @classmethod
+    def _driver_version_form(cls, value: str) -> str:
+        if not DRIVER_VERSION.match(value):
+            raise ValueError(f"{value!r} is not an exact driver version like '580.126.09'")
+        return value
+
+    @field_validator("rocm_release")
+    @classmethod
+    def _rocm_release_form(cls, value: str) -> str:
+        if not ROCM_RELEASE.match(value):
+            raise ValueError(f"{value!r} is not a ROCm release like '7.0.2' (major.minor.patch)")
+        return value
+
+    @field_validator("required_cuda")
+    @classmethod
+    def _cuda_form(cls, value: str) -> str:
+        if not CUDA_VERSION.match(value):
+            raise ValueError(f"{value!r} is not a CUDA version like '13.0'")
+        return value
+
+    @field_validator("container_toolkit_version")
+    @classmethod
+    def _toolkit_form(cls, value: str) -> str:
+        if not TOOLKIT_VERSION.match(value):
+            raise ValueError(f"{value!r} is not a package version like '1.18.0-1'")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent_with_profile(self) -> GpuHostSpec:
+        profile = BOARD_PROFILES[self.hardware_profile]
+        if self.gpu_count != profile.gpu_count:
+            raise ValueError(f"gpu_count: {self.gpu_count} disagrees with hardware_profile {profile.name!r}, "
+                             f"which has {profile.gpu_count} GPUs")
+        if self.gpu_model is not None and self.gpu_model != profile.gpu_model:
+            raise ValueError(f"gpu_model: {self.gpu_model!r} disagrees with hardware_profile {profile.name!r} "
+                             f"({profile.gpu_model!r})")
+        expected_vendor = GPU_MODELS[profile.gpu_model].vendor if profile.gpu_model else None
+        if self.gpu_vendor != expected_vendor:
+            raise ValueError(f"gpu_vendor: {self.gpu_vendor!r} disagrees with hardware_profile {profile.name!r} "
+                             f"(expected {expected_vendor!r})")
+        if self.gpu_vendor == "nvidia":
+            self._check_nvidia_driver(profile.gpu_model)
+        return self
+
+    def _check_nvidia_driver(self, gpu_model: str) -> None:
+        branch = self.driver_branch
+        supported = cuda_supported_by(branch)
+        if supported is None or _version_tuple(supported) < _version_tuple(self.required_cuda):
+            raise ValueError(
+                f"nvidia_driver_version: {self.nvidia_driver_version} is branch {branch}, which supports CUDA "
+                f"{supported or 'nothing known'}; the engine needs CUDA {self.required_cuda} "
+                f"(use branch 580 or newer, e.g. 580.126.09)")
+        if GPU_MODELS[gpu_model].architecture == "Blackwell" and self.nvidia_kernel_modules != "open":
+            raise ValueError("nvidia_kernel_modules: Blackwell GPUs need the open kernel modules; use 'open'")
+
+    @property
+    def driver_branch(self) -> int:
+        return int(DRIVER_VERSION.match(self.nvidia_driver_version)["branch"])
+
+    @property
+    def nvswitch_expected(self) -> bool:
+        return BOARD_PROFILES[self.hardware_profile].nvswitch
+
+    def repository(self, name: str) -> Repository:
+        """A repository with the host's ROCm release filled into its URLs."""
+        repository = self.repositories[name]
+        return repository.model_copy(update={"url": repository.url.replace("{rocm_release}", self.rocm_release)})
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))

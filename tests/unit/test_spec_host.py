@@ -1,0 +1,90 @@
+"""The GPU host spec refuses bad inventory data with the host, the field and what is allowed."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from k3ops.hardware import CUDA_BY_DRIVER_BRANCH
+from k3ops.lab.sim.host import CUDA_VERSION_BY_BRANCH
+from k3ops.spec import host_errors
+from k3ops.spec.host import GpuHostSpec
+
+H200 = {"hardware_profile": "h200x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA H200", "gpu_count": 8}
+MI355X = {"hardware_profile": "mi355x8", "gpu_vendor": "amd", "gpu_model": "AMD Instinct MI355X", "gpu_count": 8}
+
+
+def test_defaults_suit_k3_on_nvidia():
+    spec = GpuHostSpec.model_validate(H200)
+    assert spec.driver_branch == 580 and spec.nvidia_kernel_modules == "open" and spec.required_cuda == "13.0"
+    assert spec.nvswitch_expected
+    assert str(spec.repositories["cuda"].url).startswith("https://developer.download.nvidia.com/")
+
+
+def test_repositories_named_in_data_replace_only_those():
+    spec = GpuHostSpec.model_validate({**MI355X, "rocm_release": "6.4.1", "repositories": {
+        "rocm": {"url": "http://mirror.example/rocm/apt/{rocm_release}", "key_url": "http://mirror.example/key",
+                 "suite": "noble"}}})
+    assert spec.repository("rocm").url == "http://mirror.example/rocm/apt/6.4.1"
+    assert spec.repository("amdgpu").url == "https://repo.radeon.com/amdgpu/6.4.1/ubuntu"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"nvidia_driver_version": "570.195.03"},
+     "nvidia_driver_version: 570.195.03 is branch 570, which supports CUDA 12.8; the engine needs CUDA 13.0"),
+    ({"gpu_count": 4}, "gpu_count: 4 disagrees with hardware_profile 'h200x8', which has 8 GPUs"),
+    ({"gpu_model": "NVIDIA H300"}, "gpu_model: unknown GPU model 'NVIDIA H300'; known: "),
+    ({"hardware_profile": "h300x8"}, "hardware_profile: unknown hardware profile 'h300x8'; known: "),
+    ({"nvidia_driver_version": "580"}, "nvidia_driver_version: '580' is not an exact driver version"),
+    ({"gpu_vendor": "amd"}, "gpu_vendor: 'amd' disagrees with hardware_profile 'h200x8' (expected 'nvidia')"),
+    ({"hardware_profile": "b300x8", "gpu_model": "NVIDIA B300 SXM6 AC", "nvidia_kernel_modules": "proprietary"},
+     "Blackwell GPUs need the open kernel modules"),
+    ({"reboot_policy": "sometimes"}, "reboot_policy: Input should be 'allowed' or 'never'"),
+])
+def test_bad_nvidia_data_is_refused_naming_host_and_field(change, message):
+    errors = host_errors("gpu-07", {**H200, **change})
+    assert any(error.startswith("gpu-07: ") and message in error for error in errors), errors
+
+
+def test_rocm_release_in_the_wrong_form_is_refused():
+    errors = host_errors("mi-01", {**MI355X, "rocm_release": "7.0"})
+    assert errors == ["mi-01: rocm_release: '7.0' is not a ROCm release like '7.0.2' (major.minor.patch)"]
+
+
+def test_unknown_keys_are_refused_but_connector_and_global_argument_keys_pass():
+    data = {**H200, "nvidia_drvier_version": "580.126.09", "ssh_user": "ops", "_sudo": True}
+    assert host_errors("gpu-01", data) == ["gpu-01: nvidia_drvier_version: not a k3ops or pyinfra setting (a typo?)"]
+
+
+def test_a_cpu_host_needs_no_gpu_data():
+    assert host_errors("cpu-01", {"hardware_profile": "cpu"}) == []
+    with pytest.raises(ValidationError):
+        GpuHostSpec.model_validate({"hardware_profile": "cpu", "gpu_vendor": "nvidia"})
+
+
+def test_the_lab_driver_reports_the_cuda_version_the_spec_expects():
+    assert {b: CUDA_BY_DRIVER_BRANCH[int(b)] for b in CUDA_VERSION_BY_BRANCH} == CUDA_VERSION_BY_BRANCH
+
+
+def test_pyinfra_stops_on_bad_group_data_before_connecting(tmp_path):
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "inventory" / "fleet.py").write_text(textwrap.dedent("""
+        from k3ops.spec import validate_inventory
+
+        hgx = ["@fake/gpu-01", ("@fake/gpu-02", {"gpu_count": 4})]
+        validate_inventory(__file__)
+    """))
+    (tmp_path / "group_data" / "hgx.py").write_text(
+        'hardware_profile = "h200x8"\ngpu_vendor = "nvidia"\ngpu_count = 8\nnvidia_driver_version = "570.195.03"\n')
+    pyinfra = Path(sys.executable).parent / "pyinfra"
+    result = subprocess.run([str(pyinfra), "-y", "inventory/fleet.py", "exec", "--", "true"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "@fake/gpu-01: nvidia_driver_version: 570.195.03 is branch 570" in output
+    assert "@fake/gpu-02: gpu_count: 4 disagrees with hardware_profile 'h200x8'" in output
+    assert "Connecting to hosts" not in output
