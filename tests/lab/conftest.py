@@ -1,4 +1,4 @@
-"""A two-host lab for the lab tests: brought up once, torn down at the end."""
+"""A lab per test module (its LAB_PROFILES, hosts gpu-01, gpu-02, ...), torn down when the module ends."""
 
 from __future__ import annotations
 
@@ -12,9 +12,6 @@ import pytest
 from k3ops.lab import state
 
 from ..conftest import REPO_ROOT
-
-LAB_PROFILES = ("h200x8", "mi355x8")
-
 
 def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run the real `k3ops` command line."""
@@ -42,17 +39,18 @@ def reboot(host: str, timeout: float = 90.0) -> None:
     raise AssertionError(f"{host} did not come back within {timeout:.0f}s")
 
 
-@pytest.fixture(scope="session")
-def lab():
+@pytest.fixture(scope="module")
+def lab(request):
+    profiles = request.module.LAB_PROFILES
     if os.geteuid() != 0:
         pytest.fail("the lab tests need root (network namespaces, loop devices, systemd-nspawn)")
     if state.load() is not None:
         pytest.fail("a lab is already up; run `k3ops lab down` before the lab tests")
-    arguments = ["lab", "up", "--hosts", str(len(LAB_PROFILES))]
-    for profile in LAB_PROFILES:
+    arguments = ["lab", "up", "--hosts", str(len(profiles))]
+    for profile in profiles:
         arguments += ["--profile", profile]
     try:
         k3ops(*arguments)
-        yield {"gpu-01": LAB_PROFILES[0], "gpu-02": LAB_PROFILES[1]}
+        yield {state.host_name(index): profile for index, profile in enumerate(profiles)}
     finally:
         k3ops("lab", "down")

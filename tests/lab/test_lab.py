@@ -14,6 +14,7 @@ from k3ops.lab import state
 from ..conftest import REPO_ROOT
 from .conftest import k3ops, on_host, reboot
 
+LAB_PROFILES = ("h200x8", "mi355x8")
 CUDA_REPO = "http://{controller}:{port}/compute/cuda/repos/debian12/x86_64"
 ADD_CUDA_REPO = (
     "curl -fsS {repo}/3bf863cc.pub | gpg --batch --yes --dearmor -o /usr/share/keyrings/cuda-archive-keyring.gpg"

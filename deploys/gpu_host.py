@@ -1,0 +1,5 @@
+"""Provision GPU hosts: `pyinfra inventory/lab.py deploys/gpu_host.py`."""
+
+from k3ops.deploys.gpu_host import gpu_host
+
+gpu_host()

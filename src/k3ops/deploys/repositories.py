@@ -1,0 +1,27 @@
+"""Vendor apt repositories, each trusted through its own signed-by keyring."""
+
+from __future__ import annotations
+
+from pyinfra.operations import apt, files
+
+from ..spec.host import Repository
+
+KEYRING_DIR = "/etc/apt/keyrings"
+
+
+def source_line(name: str, repository: Repository) -> str:
+    """The one-line apt source: flat (`URL /`) or by suite (`URL noble main`), signed by its own key only."""
+    where = f"{repository.url} {repository.suite} main" if repository.suite else f"{repository.url} /"
+    return f"deb [signed-by={KEYRING_DIR}/k3ops-{name}.asc] {where}"
+
+
+def signed_repository(name: str, repository: Repository) -> list:
+    """Install the repository's key and source; returns the operations, for `_if` on their change."""
+    key = files.download(
+        name=f"Fetch the {name} repository signing key",
+        src=repository.key_url,
+        dest=f"{KEYRING_DIR}/k3ops-{name}.asc",
+        mode="644",
+    )
+    source = apt.repo(name=f"Add the {name} repository", src=source_line(name, repository), filename=f"k3ops-{name}")
+    return [key, source]

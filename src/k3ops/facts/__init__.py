@@ -1,0 +1,1 @@
+"""pyinfra facts about GPU hosts: drivers, GPUs, boot settings and packages."""

@@ -1,0 +1,65 @@
+"""Facts about apt's view of packages: holds and versions."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import FactBase, QuoteString
+from pyinfra.api.command import make_formatted_string_command
+from typing_extensions import override
+
+APT_POLICY_VERSION_REGEX = r"^\s+(?P<field>Installed|Candidate): (?P<version>\S+)$"
+APT_NO_VERSION = "(none)"
+
+
+class AptHeldPackages(FactBase[list[str]]):
+    """
+    Returns the packages held at their installed version, sorted:
+
+    .. code:: python
+
+        ["nvidia-driver", "nvidia-kernel-open-dkms"]
+    """
+
+    command = "apt-mark showhold"
+
+    @override
+    def requires_command(self) -> str:
+        return "apt-mark"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return sorted(line.strip() for line in output if line.strip())
+
+
+class AptPolicyVersion(FactBase[dict[str, str | None]]):
+    """
+    Returns a package's installed version and the version apt would install (``None`` for none):
+
+    .. code:: python
+
+        {"installed": "580.105.08-1", "candidate": "580.126.09-1"}
+    """
+
+    @override
+    def command(self, package: str):
+        return make_formatted_string_command("apt-cache policy {0}", QuoteString(package))
+
+    @override
+    def requires_command(self, package: str) -> str:
+        return "apt-cache"
+
+    @staticmethod
+    def default():
+        return {"installed": None, "candidate": None}
+
+    @override
+    def process(self, output):
+        versions = self.default()
+        for line in output:
+            policy = re.match(APT_POLICY_VERSION_REGEX, line)
+            if policy and policy["version"] != APT_NO_VERSION:
+                versions[policy["field"].lower()] = policy["version"]
+        return versions

@@ -1,0 +1,220 @@
+"""Facts about the NVIDIA driver, its GPUs and the NVIDIA software around them."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import FactBase
+from pyinfra.api.exceptions import FactProcessError
+from typing_extensions import override
+
+GPU_QUERY_FIELDS = "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode"
+# One row of `--query-gpu=GPU_QUERY_FIELDS --format=csv,noheader,nounits`.
+GPU_ROW_REGEX = (
+    r"^(?P<index>\d+), (?P<name>[^,]+), (?P<uuid>GPU-[0-9a-fA-F-]+), "
+    r"(?P<bus_id>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]), (?P<driver_version>[0-9.]+), "
+    r"(?P<memory_total_mib>\d+), (?P<persistence_mode>Enabled|Disabled)$"
+)
+DRIVER_VERSION_REGEX = r"^\d+\.\d+(?:\.\d+)?$"
+# What nvidia-smi prints instead of an answer, and the state each message means.
+NVIDIA_SMI_FAILURES = {
+    r"Driver/library version mismatch": "mismatch",
+    r"couldn't communicate with the NVIDIA driver": "no-driver",
+    r"^No devices were found": "no-devices",
+}
+# A proprietary (non-GPL) module taints the kernel with P; the open module does not.
+PROPRIETARY_TAINT = "P"
+NVML_LIBRARY_REGEX = r"/libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$"
+PCI_DEVICE_LINE_REGEX = r"^(?P<bus_id>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) "
+# `dpkg-query` lines of an installed Fabric Manager: nvidia-fabricmanager (580+) or -<branch> (before).
+FABRICMANAGER_PACKAGE_REGEX = r"^\wi\S?\s+nvidia-fabricmanager(?:-\d+)? (?:\d+:)?(?P<version>[^\s-]+)"
+CDI_DEVICE_REGEX = r"^[\w.-]+/[\w.-]+=\S+$"
+
+
+class NvidiaGpus(FactBase[list[dict]]):
+    """
+    Returns the GPUs nvidia-smi sees, or an empty list when it sees none (see ``NvidiaDriverState``):
+
+    .. code:: python
+
+        [
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "uuid": "GPU-c79b4f2a-978d-54f0-88be-f538c027f684",
+                "bus_id": "00000000:18:00.0",
+                "driver_version": "580.105.08",
+                "memory_total_mib": 143771,
+                "persistence_mode": True,
+            },
+        ]
+    """
+
+    # nvidia-smi exits non-zero when the driver is not usable; that is a state, not a failed host.
+    command = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv,noheader,nounits || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    default = list
+
+    @override
+    def process(self, output):
+        gpus = []
+        for line in output:
+            row = re.match(GPU_ROW_REGEX, line.strip())
+            if row:
+                gpus.append({
+                    **row.groupdict(),
+                    "index": int(row["index"]),
+                    "memory_total_mib": int(row["memory_total_mib"]),
+                    "persistence_mode": row["persistence_mode"] == "Enabled",
+                })
+        return gpus
+
+
+class NvidiaDriverState(FactBase[str]):
+    """
+    Returns whether the NVIDIA driver answers, and if not why:
+
+    .. code:: python
+
+        "ready"         # nvidia-smi lists the GPUs
+        "mismatch"      # the loaded kernel module and the userspace library differ: reboot
+        "no-driver"     # no kernel module loaded
+        "no-devices"    # the driver is loaded but sees no GPU
+        "not-installed" # no nvidia-smi
+    """
+
+    command = "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    @staticmethod
+    def default():
+        return "not-installed"
+
+    @override
+    def process(self, output):
+        for pattern, state in NVIDIA_SMI_FAILURES.items():
+            if any(re.search(pattern, line) for line in output):
+                return state
+        if any(re.match(DRIVER_VERSION_REGEX, line.strip()) for line in output):
+            return "ready"
+        raise FactProcessError(f"nvidia-smi gave an answer k3ops does not know: {' / '.join(output)}")
+
+
+class NvidiaKernelModule(FactBase[dict | None]):
+    """
+    Returns the loaded nvidia kernel module, or ``None`` when it is not loaded:
+
+    .. code:: python
+
+        {"version": "580.105.08", "flavour": "open"}  # or "proprietary"
+    """
+
+    command = "cat /sys/module/nvidia/version /sys/module/nvidia/taint 2>/dev/null || true"
+
+    @override
+    def process(self, output):
+        lines = [line.strip() for line in output]
+        if not lines or not lines[0]:
+            return None
+        taint = lines[1] if len(lines) > 1 else ""
+        return {"version": lines[0], "flavour": "proprietary" if PROPRIETARY_TAINT in taint else "open"}
+
+
+class NvidiaUserspaceVersion(FactBase[str | None]):
+    """
+    Returns the installed driver's userspace version, from the NVML library's file name
+    (``None`` when no driver is installed):
+
+    .. code:: python
+
+        "580.105.08"
+    """
+
+    # Debian's multiarch directory is named after the machine (x86_64-linux-gnu, aarch64-linux-gnu).
+    command = "readlink -e /usr/lib/$(uname -m)-linux-gnu/libnvidia-ml.so.1 || true"
+
+    @override
+    def process(self, output):
+        library = re.search(NVML_LIBRARY_REGEX, "\n".join(output).strip())
+        return library.group(1) if library else None
+
+
+class NvSwitches(FactBase[list[str]]):
+    """
+    Returns the PCI bus ids of the host's NVSwitches (an HGX baseboard has four):
+
+    .. code:: python
+
+        ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
+    """
+
+    # NVIDIA's vendor id, PCI class 0680 (other bridge): the NVSwitch, not the GPUs (class 03xx).
+    command = "lspci -D -n -d 10de::0680"
+
+    @override
+    def requires_command(self) -> str:
+        return "lspci"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return [device["bus_id"] for line in output if (device := re.match(PCI_DEVICE_LINE_REGEX, line))]
+
+
+class FabricManager(FactBase[dict]):
+    """
+    Returns the installed Fabric Manager's version (``None`` when not installed) and whether its
+    service runs:
+
+    .. code:: python
+
+        {"installed_version": "580.126.09", "active": True}
+    """
+
+    command = (
+        "dpkg-query --show --showformat='${db:Status-Abbrev} ${Package} ${Version}\\n' "
+        "'nvidia-fabricmanager*' 2>/dev/null || true; "
+        "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
+    )
+
+    @staticmethod
+    def default():
+        return {"installed_version": None, "active": False}
+
+    @override
+    def process(self, output):
+        packages = [match for line in output if (match := re.match(FABRICMANAGER_PACKAGE_REGEX, line))]
+        return {
+            "installed_version": packages[0]["version"] if packages else None,
+            "active": any(line.strip() == "active" for line in output),
+        }
+
+
+class CdiDevices(FactBase[list[str]]):
+    """
+    Returns the devices of the host's CDI specs, as containers name them:
+
+    .. code:: python
+
+        ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-c79b4f2a-978d-54f0-88be-f538c027f684", "nvidia.com/gpu=all"]
+    """
+
+    command = "nvidia-ctk cdi list"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-ctk"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return [line.strip() for line in output if re.match(CDI_DEVICE_REGEX, line.strip())]

@@ -1,0 +1,1 @@
+"""pyinfra operations for GPU hosts that pyinfra does not ship."""

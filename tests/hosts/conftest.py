@@ -1,0 +1,42 @@
+"""Host checks run against any inventory: `pytest tests/hosts --inventory inventory/lab.py`.
+
+Each test runs once per inventory host it applies to (`pytest.mark.applies_to("nvidia")` picks hosts
+by GPU vendor), over SSH with the inventory's own connection data, and reads what to expect from the
+host's validated spec, never from constants.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from k3ops.inventory import testinfra_hosts
+from k3ops.spec.host import GpuHostSpec
+
+
+def pytest_addoption(parser):
+    parser.addoption("--inventory", help="pyinfra inventory file whose hosts to check")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "applies_to(vendor): run only on hosts whose gpu_vendor is vendor (or 'none')")
+
+
+def _hosts(config):
+    cache = getattr(config, "_k3ops_hosts", None)
+    if cache is None:
+        inventory = config.getoption("--inventory")
+        if not inventory:
+            raise pytest.UsageError("tests/hosts needs --inventory INVENTORY (e.g. inventory/lab.py)")
+        cache = config._k3ops_hosts = [(host, GpuHostSpec.model_validate(host.inventory_data))
+                                       for host in testinfra_hosts(inventory)]
+    return cache
+
+
+def pytest_generate_tests(metafunc):
+    if "host" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("applies_to")
+    wanted = marker.args[0] if marker else None
+    selected = [(host, spec) for host, spec in _hosts(metafunc.config)
+                if wanted is None or (spec.gpu_vendor or "none") == wanted]
+    metafunc.parametrize("host, spec", selected, ids=[host.inventory_name for host, _ in selected])

@@ -1,0 +1,73 @@
+"""deploys/gpu_host.py on a fresh lab: converges (rebooting where needed), passes the host checks,
+changes nothing on a second run, and repairs drift."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ..conftest import REPO_ROOT
+from .conftest import on_host
+
+LAB_PROFILES = ("h200x8", "b300x8", "cpu")
+DRIVER_VERSION = "580.126.09-1"
+
+
+def deploy(*extra: str) -> dict:
+    """Run the real pyinfra CLI on the lab; returns its JSON report."""
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploys/gpu_host.py",
+         *extra], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def changed_operations(report: dict) -> list[tuple[str, int]]:
+    return [(op["name"], op["success"]) for op in report["results"]["operations"] if op["success"]]
+
+
+def host_checks() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
+                           "--inventory", "inventory/lab.py"], cwd=REPO_ROOT, capture_output=True, text=True)
+
+
+def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
+    on_host("gpu-01", "mkdir -p /etc/docker && echo '{\"log-driver\": \"journald\"}' > /etc/docker/daemon.json")
+    report = deploy()
+    assert changed_operations(report)
+    daemon = json.loads(on_host("gpu-01", "cat /etc/docker/daemon.json").stdout)
+    assert daemon["log-driver"] == "journald" and "nvidia" in daemon["runtimes"]
+
+
+def test_host_checks_pass_after_the_deploy(lab):
+    checks = host_checks()
+    assert checks.returncode == 0, checks.stdout[-4000:]
+    assert " passed" in checks.stdout and " failed" not in checks.stdout
+
+
+def test_second_run_changes_nothing(lab):
+    assert changed_operations(deploy()) == []
+
+
+def test_cpu_host_gets_no_gpu_packages(lab):
+    packages = on_host("gpu-03", "dpkg-query -W -f '${Package}\\n'").stdout.split()
+    assert not [name for name in packages if name.startswith(("nvidia", "libnvidia", "cuda", "amdgpu", "rocm"))]
+
+
+def test_drift_is_repaired_by_a_rerun(lab):
+    on_host("gpu-01", "apt-mark unhold nvidia-driver"
+                      " && systemctl stop nvidia-persistenced"
+                      " && python3 -c \"import json; p='/etc/docker/daemon.json'; c=json.load(open(p));"
+                      " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\""
+                      " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades"
+                      " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
+    drifted = host_checks()
+    assert drifted.returncode != 0
+    for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
+                    "test_fabric_manager_runs_at_the_driver_version"):
+        assert symptom in drifted.stdout
+    assert changed_operations(deploy())
+    repaired = host_checks()
+    assert repaired.returncode == 0, repaired.stdout[-4000:]
