@@ -1,7 +1,7 @@
 """Host checks run against any inventory: `pytest tests/hosts --inventory inventory/lab.py`.
 
-Each test runs once per inventory host it applies to (`pytest.mark.applies_to("nvidia")` picks hosts
-by GPU vendor), over SSH with the inventory's own connection data, and reads what to expect from the
+Each test runs once per inventory host it applies to (`pytest.mark.applies_to("nvidia", "amd")` picks
+hosts by GPU vendor), over SSH with the inventory's own connection data, and reads what to expect from the
 host's validated spec, never from constants.
 """
 
@@ -18,7 +18,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "applies_to(vendor): run only on hosts whose gpu_vendor is vendor (or 'none')")
+    config.addinivalue_line("markers", "applies_to(*vendors): run only on hosts whose gpu_vendor is one of them")
 
 
 def _hosts(config):
@@ -36,7 +36,6 @@ def pytest_generate_tests(metafunc):
     if "host" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("applies_to")
-    wanted = marker.args[0] if marker else None
     selected = [(host, spec) for host, spec in _hosts(metafunc.config)
-                if wanted is None or (spec.gpu_vendor or "none") == wanted]
+                if marker is None or spec.gpu_vendor in marker.args]
     metafunc.parametrize("host, spec", selected, ids=[host.inventory_name for host, _ in selected])

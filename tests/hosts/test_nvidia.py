@@ -61,8 +61,9 @@ def test_fabric_manager_runs_at_the_driver_version_only_on_nvswitch_boards(host,
 
 
 def test_docker_has_the_nvidia_runtime(host, spec):
-    config = json.loads(host.file("/etc/docker/daemon.json").content_string)
-    assert config["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    """Asked of the running daemon, so a config written but never loaded does not pass."""
+    runtimes = json.loads(host.check_output("docker info --format '{{json .Runtimes}}'"))
+    assert runtimes["nvidia"]["path"] == "nvidia-container-runtime"
 
 
 def test_cdi_spec_lists_every_gpu(host, spec):

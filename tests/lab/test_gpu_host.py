@@ -11,7 +11,7 @@ from pathlib import Path
 from ..conftest import REPO_ROOT
 from .conftest import on_host
 
-LAB_PROFILES = ("h200x8", "b300x8", "cpu")
+LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
 DRIVER_VERSION = "580.126.09-1"
 
 
@@ -51,16 +51,21 @@ def test_second_run_changes_nothing(lab):
     assert changed_operations(deploy()) == []
 
 
+def test_amd_host_booted_with_iommu_pass_through(lab):
+    assert "iommu=pt" in on_host("gpu-03", "cat /proc/cmdline").stdout.split()
+    assert on_host("gpu-03", "rocm-smi --showproductname --json").stdout.count("AMD Instinct MI355X") == 8
+
+
 def test_cpu_host_gets_no_gpu_packages(lab):
-    packages = on_host("gpu-03", "dpkg-query -W -f '${Package}\\n'").stdout.split()
-    assert not [name for name in packages if name.startswith(("nvidia", "libnvidia", "cuda", "amdgpu", "rocm"))]
+    packages = on_host("gpu-04", "dpkg-query -W -f '${Package}\\n'").stdout.split()
+    assert not [name for name in packages if name.startswith(("nvidia", "libnvidia", "cuda", "amdgpu", "rocm", "docker"))]
 
 
 def test_drift_is_repaired_by_a_rerun(lab):
     on_host("gpu-01", "apt-mark unhold nvidia-driver"
                       " && systemctl stop nvidia-persistenced"
                       " && python3 -c \"import json; p='/etc/docker/daemon.json'; c=json.load(open(p));"
-                      " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\""
+                      " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\" && systemctl restart docker"
                       " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades"
                       " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
     drifted = host_checks()

@@ -48,3 +48,12 @@ def test_secure_boot_variable_is_what_mokutil_reads(tmp_path):
     boot.write_secure_boot_state(host, True)
     variable = tmp_path / f"sys/firmware/efi/efivars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}"
     assert variable.read_bytes() == b"\x07\x00\x00\x00\x01"
+
+
+def test_kernel_command_line_is_what_grub_defaults_ask_for(tmp_path):
+    host, _ = bare_host(tmp_path, "mi355x8")
+    assert "iommu=pt" not in boot.kernel_command_line(host)
+    (tmp_path / "etc/default").mkdir(parents=True)
+    (tmp_path / "etc/default/grub").write_text('GRUB_CMDLINE_LINUX=""\nGRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\n')
+    line = boot.kernel_command_line(host)
+    assert line.startswith("BOOT_IMAGE=/boot/vmlinuz-") and line.endswith(" ro quiet iommu=pt")

@@ -121,5 +121,7 @@ def nvidia_gpu_host() -> None:
     apt.packages(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                  packages=[f"{name}={spec.container_toolkit_version}" for name in container_toolkit_packages()],
                  allow_downgrades=True, no_recommends=True)
-    nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
+    runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
+    systemd.service(name="Restart Docker to load the nvidia runtime", service="docker", restarted=True,
+                    _if=runtime.did_change)
     nvidia_operations.cdi_spec(name="Keep the CDI spec fresh", output=CDI_SPEC, _if=driver_loaded)

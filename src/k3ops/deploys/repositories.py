@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pyinfra.operations import apt, files
+from io import StringIO
+
+from pyinfra.operations import files
 
 from ..spec.host import Repository
 
@@ -23,5 +25,7 @@ def signed_repository(name: str, repository: Repository) -> list:
         dest=f"{KEYRING_DIR}/k3ops-{name}.asc",
         mode="644",
     )
-    source = apt.repo(name=f"Add the {name} repository", src=source_line(name, repository), filename=f"k3ops-{name}")
+    # The whole file is ours: a new URL (another ROCm release, a site mirror) replaces the old line.
+    source = files.put(name=f"Add the {name} repository", src=StringIO(source_line(name, repository) + "\n"),
+                       dest=f"/etc/apt/sources.list.d/k3ops-{name}.list", mode="644")
     return [key, source]

@@ -52,6 +52,12 @@ Restart=always
 [Install]
 WantedBy=multi-user.target
 """
+# Inside a lab host dockerd cannot touch nftables or /proc/sys, and no container can start (the cgroup
+# tree is read-only): the lab's environment runs it without them, so the daemon and its config are real.
+DOCKERD_DROP_IN = """[Service]
+ExecStart=
+ExecStart=/usr/sbin/dockerd -H fd:// --iptables=false --ip-forward=false --bridge=none
+"""
 LAB_UNITS = {"k3ops-lab-hardware.service": ("sysinit.target", HARDWARE_UNIT),
              "k3ops-lab-udev.service": ("multi-user.target", UDEV_UNIT)}
 
@@ -114,6 +120,7 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     sim_target = root / SIM_ON_HOST
     shutil.rmtree(sim_target, ignore_errors=True)
     shutil.copytree(SIM_SOURCE, sim_target, ignore=shutil.ignore_patterns("__pycache__"))
+    write("etc/systemd/system/docker.service.d/k3ops-lab.conf", DOCKERD_DROP_IN)
     for unit, (target, content) in LAB_UNITS.items():
         write(f"etc/systemd/system/{unit}", content)
         wants = root / f"etc/systemd/system/{target}.wants"

@@ -65,8 +65,7 @@ class GpuHostSpec(BaseModel):
     container_toolkit_version: str = "1.18.0-1"
     required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
     rocm_release: str = "7.0.2"
-    container_runtime: Literal["docker"] = "docker"
-    docker_source: Literal["distribution", "vendor"] = "distribution"
+    container_runtime: Literal["docker"] = Field("docker", description="Docker Engine from the distribution")
     reboot_policy: Literal["allowed", "never"] = Field(
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")

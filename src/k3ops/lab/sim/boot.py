@@ -4,6 +4,8 @@ Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`),
 - lays out the sysfs that real `lspci`, `dmidecode` and `mokutil` read (tmpfs mounts made by nspawn),
 - "loads" the kernel modules that driver packages staged, so /sys/module/<name>/version changes only
   at a reboot, as on a real host, and creates their device nodes,
+- stands in for the bootloader: the kernel command line is the one /etc/default/grub asks for
+  (read at boot, as update-grub + reboot would give), bind-mounted over /proc/cmdline,
 - stands in for udev: /dev/disk/by-uuid links for the NVMe devices, and mounting fstab's block
   devices, which systemd skips inside a container.
 `udev` mode keeps the by-uuid links fresh while the host runs (`k3ops-lab-udev.service`).
@@ -40,6 +42,9 @@ EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-e3db8b43b5d1"
 EFI_VARIABLE_ATTRIBUTES = (7).to_bytes(4, "little")  # non-volatile, boot service, runtime access
 BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
 UDEV_POLL_SECONDS = 0.5
+GRUB_DEFAULTS = "etc/default/grub"
+SIMULATED_CMDLINE = "run/k3ops-lab/cmdline"
+KERNEL_IMAGE_ARGUMENTS = "BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro"
 
 
 def load_kernel_modules(host: SimHost) -> dict[str, str]:
@@ -95,6 +100,24 @@ def write_secure_boot_state(host: SimHost, enabled: bool) -> None:
     (efivars / f"SecureBoot-{EFI_GLOBAL_VARIABLE}").write_bytes(EFI_VARIABLE_ATTRIBUTES + bytes([int(enabled)]))
 
 
+def kernel_command_line(host: SimHost) -> str:
+    """What the bootloader would pass: the image and root, then GRUB_CMDLINE_LINUX and _DEFAULT."""
+    words = [KERNEL_IMAGE_ARGUMENTS.format(release=os.uname().release)]
+    grub = host.path(GRUB_DEFAULTS)
+    if grub.exists():
+        sourced = subprocess.run(["sh", "-c", '. "$0"; echo "$GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT"', str(grub)],
+                                 capture_output=True, text=True)
+        words.append(sourced.stdout.strip())
+    return " ".join(word for word in words if word)
+
+
+def boot_with_command_line(host: SimHost) -> None:
+    path = host.path(SIMULATED_CMDLINE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kernel_command_line(host) + "\n")
+    subprocess.run(["mount", "--bind", "-o", "ro", str(path), str(host.path("proc/cmdline"))], check=True)
+
+
 def refresh_disk_links(host: SimHost) -> None:
     """/dev/disk/by-uuid/<uuid> for every NVMe device that holds a filesystem, as udev makes them."""
     by_uuid = host.path("dev/disk/by-uuid")
@@ -137,6 +160,7 @@ def mount_fstab_block_devices(host: SimHost) -> None:
 
 def boot(host: SimHost) -> None:
     hardware = host.hardware()
+    boot_with_command_line(host)
     loaded = load_kernel_modules(host)
     write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))

@@ -1,0 +1,66 @@
+"""AMD GPU host: one exact ROCm release with its amdgpu driver held, GPU access for the service
+user, and the IOMMU in pass-through mode as AMD's Instinct guides ask."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import apt, files, server
+
+from ..facts.amd import AmdgpuModule
+from ..operations import apt as k3ops_apt
+from ..operations import kernel
+from ..spec import host_spec
+from ..spec.host import GpuHostSpec
+from . import TEMPLATES
+from .reboot import reboot_if_needed
+from .repositories import signed_repository
+
+PIN_FILE = "/etc/apt/preferences.d/k3ops-rocm"
+ROCM_PACKAGES = ["amdgpu-dkms", "rocm"]
+
+
+def release_number(release: str) -> str:
+    """AMD's packages carry the release as a number: 7.0.2 -> 70002, 6.4.1 -> 60401."""
+    major, minor, patch = (int(part) for part in release.split("."))
+    return f"{major * 10000 + minor * 100 + patch}"
+
+
+def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
+    """(package pattern, version glob) pairs that hold every ROCm package to the one release."""
+    return [("amdgpu-dkms amdgpu-dkms-firmware", f"1:*.{release_number(spec.rocm_release)}-*"),
+            ("rocm rocm-* amd-smi-lib hip-* rccl*", f"{spec.rocm_release}.*")]
+
+
+@deploy("AMD GPU host")
+def amd_gpu_host() -> None:
+    spec = host_spec(host)
+    repositories = signed_repository("amdgpu", spec.repository("amdgpu")) + signed_repository(
+        "rocm", spec.repository("rocm"))
+    pin = files.template(name=f"Pin ROCm to release {spec.rocm_release}",
+                         src=str(TEMPLATES / "apt" / "rocm-pin.pref.j2"), dest=PIN_FILE, mode="644",
+                         pins=rocm_pins(spec), release=spec.rocm_release)
+    changed_sources = [*repositories, pin]
+    apt.update(name="Refresh apt after repository or pin changes",
+               _if=lambda: any(op.did_change() for op in changed_sources))
+    installed = apt.packages(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
+                             no_recommends=True, extra_install_args="--allow-change-held-packages")
+    moved = server.shell(
+        name=f"Move installed ROCm packages to release {spec.rocm_release}",
+        commands=["DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades "
+                  f"--allow-change-held-packages {' '.join(ROCM_PACKAGES)}"],
+        _if=lambda: pin.did_change() and not installed.did_change(),
+    )
+    k3ops_apt.held(name="Hold the amdgpu driver", packages=["amdgpu-dkms"])
+    for group in ("render", "video"):  # udev makes them on most hosts; a minimal image may lack render
+        server.group(name=f"Ensure the {group} group", group=group, system=True)
+    server.user(name=f"Give {spec.service_user} the GPUs (render, video)", user=spec.service_user, system=True,
+                groups=["render", "video"], shell="/usr/sbin/nologin", home=f"/var/lib/{spec.service_user}")
+    iommu = kernel.boot_argument(name="IOMMU in pass-through mode", argument="iommu=pt")
+
+    loaded = host.get_fact(AmdgpuModule)
+    reboot_if_needed(
+        spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply iommu=pt",
+        needed=lambda: installed.did_change() or moved.did_change() or iommu.did_change() or loaded is None,
+        verify="test -c /dev/kfd && grep -qw iommu=pt /proc/cmdline",
+    )
