@@ -21,3 +21,14 @@ def test_unattended_upgrades_cannot_move_the_gpu_stack(host, spec):
 def test_time_sync_is_enabled(host, spec):
     assert host.package("systemd-timesyncd").is_installed
     assert host.service("systemd-timesyncd").is_enabled
+
+
+def test_kernel_headers_match_the_running_kernel(host, spec):
+    kernel = host.check_output("uname -r")
+    assert host.package(f"linux-headers-{kernel}").is_installed
+
+
+def test_numa_balancing_is_off_now_and_after_reboot(host, spec):
+    assert host.sysctl("kernel.numa_balancing") == 0
+    persisted = host.check_output("grep -h '^kernel.numa_balancing' /etc/sysctl.d/*.conf /etc/sysctl.conf || true")
+    assert persisted.splitlines()[-1].replace(" ", "") == "kernel.numa_balancing=0"

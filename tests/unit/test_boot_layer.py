@@ -57,3 +57,12 @@ def test_kernel_command_line_is_what_grub_defaults_ask_for(tmp_path):
     (tmp_path / "etc/default/grub").write_text('GRUB_CMDLINE_LINUX=""\nGRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\n')
     line = boot.kernel_command_line(host)
     assert line.startswith("BOOT_IMAGE=/boot/vmlinuz-") and line.endswith(" ro quiet iommu=pt")
+
+
+def test_sysctl_d_values_apply_in_systemd_sysctl_order(tmp_path):
+    host, _ = bare_host(tmp_path, "h200x8")
+    for relative, content in (("usr/lib/sysctl.d/50-default.conf", "kernel.numa_balancing = 1\n"),
+                              ("etc/sysctl.d/90-k3ops-gpu.conf", "# GPU hosts\nkernel.numa_balancing = 0\n")):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(content)
+    assert boot.configured_sysctls(host) == {"kernel.numa_balancing": "0"}

@@ -1,9 +1,12 @@
-"""What every GPU host needs before a driver: time sync, and unattended-upgrades kept off the GPU stack."""
+"""What every GPU host needs before a driver: time sync, kernel headers for DKMS, unattended-upgrades
+kept off the GPU stack, and the kernel tunables the GPU vendors' tuning guides ask for."""
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, systemd
+from pyinfra.facts.server import KernelVersion
+from pyinfra.operations import apt, files, server, systemd
 
 from . import TEMPLATES
 
@@ -14,10 +17,14 @@ GPU_STACK_PACKAGES = (
     "nvidia-", "libnvidia-", "cuda-", "libcuda", "libnccl", "nccl-", "datacenter-gpu-manager",
     "amdgpu-", "rocm", "amd-smi", "hip-", "rccl",
 )
+SYSCTL_FILE = "/etc/sysctl.d/90-k3ops-gpu.conf"
+# Automatic NUMA balancing migrates pages under running GPU jobs; AMD's and NVIDIA's tuning guides turn it off.
+GPU_SYSCTLS = {"kernel.numa_balancing": 0}
 
 
 @deploy("GPU host base")
 def gpu_host_base() -> None:
+    apt.update(name="Refresh apt lists older than an hour", cache_time=3600)
     files.template(
         name="Keep unattended-upgrades away from the GPU stack",
         src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),
@@ -27,3 +34,8 @@ def gpu_host_base() -> None:
                  no_recommends=True)
     # Enabled, so it runs from the next boot; containers (the lab) skip it by its own condition.
     systemd.service(name="Enable time sync", service="systemd-timesyncd", running=None, enabled=True)
+    kernel = host.get_fact(KernelVersion)
+    apt.packages(name=f"Install kernel headers for the running kernel ({kernel})",
+                 packages=[f"linux-headers-{kernel}"], no_recommends=True)
+    for key, value in GPU_SYSCTLS.items():
+        server.sysctl(name=f"Set {key} = {value}", key=key, value=value, persist=True, persist_file=SYSCTL_FILE)

@@ -19,10 +19,13 @@ from pathlib import Path
 from . import state
 from .debian import Mirrors
 from .profiles import get_profile
+from .services import vendor_repo_url
+from .vendor_repo import KERNEL_REPO_PATH, public_key
 
 SIM_SOURCE = Path(__file__).parent / "sim"
 SIM_ON_HOST = "usr/lib/k3ops-lab-sim/labsim"
 HARDWARE_ON_HOST = "etc/k3ops-lab/hardware.json"
+LAB_KEYRING = "usr/share/keyrings/k3ops-lab.gpg"
 REBOOT_EXIT_STATUS = 133
 NETNS_PATH = "/run/netns"
 # nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
@@ -116,6 +119,9 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
           f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
           f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n')
+    (root / LAB_KEYRING).write_bytes(public_key())
+    write("etc/apt/sources.list.d/k3ops-lab-kernel.list",
+          f"deb [signed-by=/{LAB_KEYRING}] {vendor_repo_url()}/{KERNEL_REPO_PATH}/ /\n")
     write(HARDWARE_ON_HOST, json.dumps(hardware, indent=2) + "\n")
     sim_target = root / SIM_ON_HOST
     shutil.rmtree(sim_target, ignore_errors=True)

@@ -35,6 +35,9 @@ AMD_SUITE = "noble"
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
 CONTAINER_TOOLKIT_REPO_PATH = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO_PATH = f"public/repo/doca/{DOCA_VERSION}/debian12/x86_64"
+# The simulated kernel's own packages, as Debian's archive carries them for a real kernel: every
+# lab host trusts this repository from the start (see hosts.py), as a Debian host trusts its archive.
+KERNEL_REPO_PATH = "lab/kernel"
 # Where each vendor publishes its signing key, relative to the repository server's root.
 SIGNING_KEY_PATHS = (
     f"{CUDA_REPO_PATH}/3bf863cc.pub",
@@ -231,6 +234,13 @@ def ofed_tools_packages() -> list[Package]:
     ]
 
 
+def kernel_packages(release: str) -> list[Package]:
+    """Headers for the kernel the lab hosts boot (the controller's), so DKMS-style steps find them."""
+    return [Package(f"linux-headers-{release}", "1", f"Header files for Linux {release}",
+                    files={f"/usr/src/linux-headers-{release}/Makefile": f"# simulated headers for {release}\n"},
+                    links={f"/lib/modules/{release}/build": f"/usr/src/linux-headers-{release}"})]
+
+
 def repositories() -> dict[str, tuple[str | None, list[Package]]]:
     """Repository path -> (suite, or None for a flat repository; its packages)."""
     repos: dict[str, tuple[str | None, list[Package]]] = {
@@ -238,6 +248,7 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
                          + nvidia_tools_packages()),
         CONTAINER_TOOLKIT_REPO_PATH: (None, [p for v in CONTAINER_TOOLKIT_VERSIONS for p in container_toolkit_packages(v)]),
         DOCA_REPO_PATH: (None, ofed_tools_packages()),
+        KERNEL_REPO_PATH: (None, kernel_packages(os.uname().release)),
     }
     for release in ROCM_RELEASES:
         amdgpu, rocm = rocm_packages(release)
@@ -248,7 +259,7 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
 
 def build(log=print) -> Path:
     """Build (or reuse) the signed repository tree; returns the directory to serve."""
-    fingerprint = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + os.uname().release.encode()).hexdigest()[:12]
     root = state.CACHE_DIR / "vendor-repo" / fingerprint
     if (root / ".complete").exists():
         return root
@@ -270,6 +281,12 @@ def build(log=print) -> Path:
         _write_indexes(repo, suite, gnupg)
     (root / ".complete").write_text("")
     return root
+
+
+def public_key() -> bytes:
+    """The lab's repository key, binary, as a `signed-by` keyring file takes it."""
+    return subprocess.run(["gpg", "--homedir", str(_signing_home()), "--export"], check=True,
+                          capture_output=True).stdout
 
 
 def _signing_home() -> Path:

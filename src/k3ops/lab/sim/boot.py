@@ -6,6 +6,7 @@ Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`),
   at a reboot, as on a real host, and creates their device nodes,
 - stands in for the bootloader: the kernel command line is the one /etc/default/grub asks for
   (read at boot, as update-grub + reboot would give), bind-mounted over /proc/cmdline,
+- simulates the kernel tunables deploys set, backed by files over /proc/sys,
 - stands in for udev: /dev/disk/by-uuid links for the NVMe devices, and mounting fstab's block
   devices, which systemd skips inside a container.
 `udev` mode keeps the by-uuid links fresh while the host runs (`k3ops-lab-udev.service`).
@@ -42,6 +43,11 @@ EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-e3db8b43b5d1"
 EFI_VARIABLE_ATTRIBUTES = (7).to_bytes(4, "little")  # non-volatile, boot service, runtime access
 BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
 UDEV_POLL_SECONDS = 0.5
+# Kernel tunables deploys set, with the kernel's defaults. /proc/sys is read-only in a container and
+# belongs to the controller's kernel, so each is a file bind-mounted over its /proc/sys entry.
+SIMULATED_SYSCTLS = {"kernel.numa_balancing": "1"}
+SYSCTL_BACKING = "run/k3ops-lab/sysctl"
+SYSCTL_FILES = ("usr/lib/sysctl.d/*.conf", "etc/sysctl.d/*.conf")
 GRUB_DEFAULTS = "etc/default/grub"
 SIMULATED_CMDLINE = "run/k3ops-lab/cmdline"
 KERNEL_IMAGE_ARGUMENTS = "BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro"
@@ -118,6 +124,34 @@ def boot_with_command_line(host: SimHost) -> None:
     subprocess.run(["mount", "--bind", "-o", "ro", str(path), str(host.path("proc/cmdline"))], check=True)
 
 
+def configured_sysctls(host: SimHost) -> dict[str, str]:
+    """The values sysctl.d asks for at boot, in systemd-sysctl's order (later files win)."""
+    files = sorted((path for pattern in SYSCTL_FILES for path in host.root.glob(pattern)), key=lambda p: p.name)
+    files.append(host.path("etc/sysctl.conf"))
+    values = {}
+    for path in files:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            key, separator, value = line.partition("=")
+            if separator and not line.lstrip().startswith(("#", ";")):
+                values[key.strip()] = value.strip()
+    return values
+
+
+def simulate_sysctls(host: SimHost) -> None:
+    """Back each simulated tunable with a file, set as systemd-sysctl would at boot (it skips a container)."""
+    configured = configured_sysctls(host)
+    for key, default in SIMULATED_SYSCTLS.items():
+        target = host.path("proc/sys/" + key.replace(".", "/"))
+        if not target.exists():
+            continue
+        backing = host.path(f"{SYSCTL_BACKING}/{key}")
+        backing.parent.mkdir(parents=True, exist_ok=True)
+        backing.write_text(configured.get(key, default) + "\n")
+        subprocess.run(["mount", "--bind", str(backing), str(target)], check=True)
+
+
 def refresh_disk_links(host: SimHost) -> None:
     """/dev/disk/by-uuid/<uuid> for every NVMe device that holds a filesystem, as udev makes them."""
     by_uuid = host.path("dev/disk/by-uuid")
@@ -161,6 +195,7 @@ def mount_fstab_block_devices(host: SimHost) -> None:
 def boot(host: SimHost) -> None:
     hardware = host.hardware()
     boot_with_command_line(host)
+    simulate_sysctls(host)
     loaded = load_kernel_modules(host)
     write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))
