@@ -6,6 +6,10 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+
+# The checkout this command runs from: tests/hosts lives there, beside the package.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _lab_up(args) -> int:
@@ -56,6 +60,33 @@ def _lab_down(args) -> int:
     return 0
 
 
+def _validate(args) -> int:
+    from pyinfra.api.exceptions import InventoryError
+
+    from .inventory import load
+    from .spec import inventory_errors
+
+    try:
+        errors = inventory_errors(load(args.inventory))
+    except InventoryError as error:
+        errors = [str(error)]
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 1
+    print(f"{args.inventory}: every host's data is valid")
+    return 0
+
+
+def _check(args) -> int:
+    """The host checks of tests/hosts against an inventory, through pytest."""
+    import subprocess
+
+    checks = REPO_ROOT / "tests" / "hosts"
+    command = [sys.executable, "-m", "pytest", str(checks), "--inventory", args.inventory,
+               "-p", "no:cacheprovider", *args.pytest_args]
+    return subprocess.run(command, cwd=REPO_ROOT).returncode
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -80,6 +111,15 @@ def parser() -> argparse.ArgumentParser:
 
     down = lab_commands.add_parser("down", help="stop the lab and remove all it made (idempotent)")
     down.set_defaults(handler=_lab_down)
+
+    validate = commands.add_parser("validate", help="check an inventory's host data without connecting")
+    validate.add_argument("inventory")
+    validate.set_defaults(handler=_validate)
+
+    check = commands.add_parser("check", help="run the host checks (tests/hosts) against an inventory")
+    check.add_argument("inventory")
+    check.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest (e.g. -k nvidia)")
+    check.set_defaults(handler=_check)
     return top
 
 

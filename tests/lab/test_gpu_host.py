@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..conftest import REPO_ROOT
-from .conftest import on_host
+from .conftest import on_host, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
 DRIVER_VERSION = "580.126.09-1"
@@ -76,3 +76,16 @@ def test_drift_is_repaired_by_a_rerun(lab):
     assert changed_operations(deploy())
     repaired = host_checks()
     assert repaired.returncode == 0, repaired.stdout[-4000:]
+
+
+def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):
+    """Secure Boot turned on in the firmware (the lab's hardware document) takes effect at the next boot."""
+    on_host("gpu-02", "python3 -c \"import json; p='/etc/k3ops-lab/hardware.json'; h=json.load(open(p));"
+                      " h['secure_boot']=True; json.dump(h, open(p, 'w'))\"")
+    reboot("gpu-02")
+    assert on_host("gpu-02", "mokutil --sb-state").stdout.strip() == "SecureBoot enabled"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", "deploys/gpu_host.py",
+         "--limit", "gpu-02"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "gpu-02: Secure Boot is on and would refuse unsigned NVIDIA modules" in result.stdout + result.stderr

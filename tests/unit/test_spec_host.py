@@ -88,3 +88,11 @@ def test_pyinfra_stops_on_bad_group_data_before_connecting(tmp_path):
     assert "@fake/gpu-01: nvidia_driver_version: 570.195.03 is branch 570" in output
     assert "@fake/gpu-02: gpu_count: 4 disagrees with hardware_profile 'h200x8'" in output
     assert "Connecting to hosts" not in output
+
+
+def test_readme_documents_every_host_setting():
+    from k3ops.spec import settings_table
+
+    from ..conftest import REPO_ROOT
+
+    assert settings_table() in (REPO_ROOT / "README.md").read_text()

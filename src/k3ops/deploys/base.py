@@ -30,8 +30,8 @@ def gpu_host_base() -> None:
         src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),
         dest=UNATTENDED_UPGRADES_BLACKLIST, mode="644", patterns=GPU_STACK_PACKAGES,
     )
-    apt.packages(name="Install time sync and the tools GPU checks read", packages=["systemd-timesyncd", "pciutils"],
-                 no_recommends=True)
+    apt.packages(name="Install time sync and the tools GPU checks read",
+                 packages=["systemd-timesyncd", "pciutils", "mokutil"], no_recommends=True)
     # Enabled, so it runs from the next boot; containers (the lab) skip it by its own condition.
     systemd.service(name="Enable time sync", service="systemd-timesyncd", running=None, enabled=True)
     kernel = host.get_fact(KernelVersion)

@@ -64,3 +64,16 @@ def validate_inventory(inventory_file: str | Path) -> None:
 def host_spec(host) -> GpuHostSpec:
     """The validated spec of a pyinfra host (inside a deploy)."""
     return GpuHostSpec.model_validate(host.data.dict())
+
+
+def settings_table() -> str:
+    """The README's table of host settings, made from the specs so the two cannot disagree."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for spec in SPECS:
+        for name, field in spec.model_fields.items():
+            if field.default_factory is not None:
+                default = "vendor repositories" if name == "repositories" else repr(field.default_factory())
+            else:
+                default = "required" if field.is_required() else repr(field.default)
+            rows.append(f"| `{name}` | `{default}` | {field.description} |")
+    return "\n".join(rows)

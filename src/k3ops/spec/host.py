@@ -19,6 +19,13 @@ ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 TOOLKIT_VERSION = re.compile(r"^\d+\.\d+\.\d+-\d+$")
 HTTP_URL = r"^https?://[^\s/]+(/\S*)?$"
+# Version fields: the form each must have, and how the error describes it.
+FORMS = {
+    "nvidia_driver_version": (DRIVER_VERSION, "an exact driver version like '580.126.09'"),
+    "rocm_release": (ROCM_RELEASE, "a ROCm release like '7.0.2' (major.minor.patch)"),
+    "required_cuda": (CUDA_VERSION, "a CUDA version like '13.0'"),
+    "container_toolkit_version": (TOOLKIT_VERSION, "a package version like '1.18.0-1'"),
+}
 
 
 class Repository(BaseModel):
@@ -54,24 +61,27 @@ class GpuHostSpec(BaseModel):
 
     lab: bool = Field(False, description="a simulated lab host (set by inventory/lab.py only)")
     hardware_profile: str = Field(description="board profile (h200x8, b300x8, gb300x4, mi355x8, cpu, ...)")
-    gpu_vendor: Literal["nvidia", "amd"] | None = None
+    gpu_vendor: Literal["nvidia", "amd"] | None = Field(None, description="nvidia, amd, or unset for a CPU host")
     gpu_model: str | None = Field(None, description="as nvidia-smi / rocm-smi print it, e.g. 'NVIDIA H200'")
-    gpu_count: int = Field(0, ge=0, le=16)
+    gpu_count: int = Field(0, ge=0, le=16, description="GPUs on the host; must match the hardware profile")
     nvidia_driver_version: str = Field("580.126.09", description="exact driver version, pinned and held")
-    nvidia_kernel_modules: Literal["open", "proprietary"] = "open"
+    nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
+        "open", description="kernel module flavour; Blackwell needs open")
     nvidia_signed_modules: bool = Field(False, description="modules are signed for Secure Boot (MOK enrolled)")
     fabric_manager: Literal["auto", "on", "off"] = Field("auto", description="auto: on where the host has NVSwitches")
-    dcgm: bool = True
-    container_toolkit_version: str = "1.18.0-1"
+    dcgm: bool = Field(True, description="install and run DCGM (nvidia-dcgm)")
+    container_toolkit_version: str = Field("1.18.0-1", description="exact NVIDIA Container Toolkit version")
     required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
-    rocm_release: str = "7.0.2"
+    rocm_release: str = Field("7.0.2", description="exact ROCm release (major.minor.patch)")
     container_runtime: Literal["docker"] = Field("docker", description="Docker Engine from the distribution")
     reboot_policy: Literal["allowed", "never"] = Field(
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
-    service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
+                              description="system user that runs the engines and reaches the GPUs")
     nvme_devices: list[str] = Field(default_factory=list, description="NVMe namespaces for the model cache")
     repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "doca"], Repository] = Field(
-        default_factory=vendor_repositories)
+        default_factory=vendor_repositories,
+        description="apt repositories by name ({url, key_url, suite}); data names only those it moves")
 
     @field_validator("repositories", mode="before")
     @classmethod
@@ -93,32 +103,12 @@ class GpuHostSpec(BaseModel):
             raise ValueError(f"unknown GPU model {value!r}; known: {', '.join(GPU_MODELS)}")
         return value
 
-    @field_validator("nvidia_driver_version")
+    @field_validator(*FORMS)
     @classmethod
-    def _driver_version_form(cls, value: str) -> str:
-        if not DRIVER_VERSION.match(value):
-            raise ValueError(f"{value!r} is not an exact driver version like '580.126.09'")
-        return value
-
-    @field_validator("rocm_release")
-    @classmethod
-    def _rocm_release_form(cls, value: str) -> str:
-        if not ROCM_RELEASE.match(value):
-            raise ValueError(f"{value!r} is not a ROCm release like '7.0.2' (major.minor.patch)")
-        return value
-
-    @field_validator("required_cuda")
-    @classmethod
-    def _cuda_form(cls, value: str) -> str:
-        if not CUDA_VERSION.match(value):
-            raise ValueError(f"{value!r} is not a CUDA version like '13.0'")
-        return value
-
-    @field_validator("container_toolkit_version")
-    @classmethod
-    def _toolkit_form(cls, value: str) -> str:
-        if not TOOLKIT_VERSION.match(value):
-            raise ValueError(f"{value!r} is not a package version like '1.18.0-1'")
+    def _in_form(cls, value: str, info) -> str:
+        pattern, example = FORMS[info.field_name]
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not {example}")
         return value
 
     @model_validator(mode="after")
