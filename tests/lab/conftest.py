@@ -13,10 +13,13 @@ from k3ops.lab import state
 
 from ..conftest import REPO_ROOT
 
+COMMAND_TIMEOUT = 900  # a hung host fails the test instead of hanging CI
+
+
 def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run the real `k3ops` command line."""
     result = subprocess.run([sys.executable, "-m", "k3ops.cli", *args], capture_output=True, text=True,
-                            cwd=REPO_ROOT)
+                            cwd=REPO_ROOT, timeout=COMMAND_TIMEOUT)
     if check and result.returncode != 0:
         raise AssertionError(f"k3ops {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result

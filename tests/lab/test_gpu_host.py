@@ -9,17 +9,16 @@ import sys
 from pathlib import Path
 
 from ..conftest import REPO_ROOT
-from .conftest import on_host, reboot
+from .conftest import COMMAND_TIMEOUT, on_host, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
-DRIVER_VERSION = "580.126.09-1"
 
 
 def deploy(*extra: str) -> dict:
     """Run the real pyinfra CLI on the lab; returns its JSON report."""
     result = subprocess.run(
         [str(Path(sys.executable).parent / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploys/gpu_host.py",
-         *extra], cwd=REPO_ROOT, capture_output=True, text=True)
+         *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -30,7 +29,8 @@ def changed_operations(report: dict) -> list[tuple[str, int]]:
 
 def host_checks() -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
-                           "--inventory", "inventory/lab.py"], cwd=REPO_ROOT, capture_output=True, text=True)
+                           "--inventory", "inventory/lab.py"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT)
 
 
 def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
@@ -86,6 +86,6 @@ def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):
     assert on_host("gpu-02", "mokutil --sb-state").stdout.strip() == "SecureBoot enabled"
     result = subprocess.run(
         [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", "deploys/gpu_host.py",
-         "--limit", "gpu-02"], cwd=REPO_ROOT, capture_output=True, text=True)
+         "--limit", "gpu-02"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
     assert result.returncode != 0
     assert "gpu-02: Secure Boot is on and would refuse unsigned NVIDIA modules" in result.stdout + result.stderr

@@ -12,7 +12,7 @@ from k3ops import inventory
 from k3ops.lab import state
 
 from ..conftest import REPO_ROOT
-from .conftest import k3ops, on_host, reboot
+from .conftest import COMMAND_TIMEOUT, k3ops, on_host, reboot
 
 LAB_PROFILES = ("h200x8", "mi355x8")
 CUDA_REPO = "http://{controller}:{port}/compute/cuda/repos/debian12/x86_64"
@@ -44,7 +44,7 @@ def test_status_reports_every_host_running(lab):
 def pyinfra(*args: str) -> subprocess.CompletedProcess:
     """The real pyinfra command line on the lab inventory."""
     return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
 
 
 def test_pyinfra_runs_commands_on_every_host(lab):

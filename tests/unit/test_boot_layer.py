@@ -43,11 +43,14 @@ def test_a_gpu_fallen_off_the_bus_loses_its_driver(tmp_path):
     assert drivers[hardware["gpus"][2]["pci_bus_id"]] == "nvidia"
 
 
-def test_secure_boot_variable_is_what_mokutil_reads(tmp_path):
+def test_secure_boot_variable_is_laid_out_as_the_kernel_sysfs_interface(tmp_path):
     host, _ = bare_host(tmp_path, "h200x8")
     boot.write_secure_boot_state(host, True)
-    variable = tmp_path / f"sys/firmware/efi/efivars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}"
-    assert variable.read_bytes() == b"\x07\x00\x00\x00\x01"
+    variable = tmp_path / f"sys/firmware/efi/vars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}"
+    raw = (variable / "raw_var").read_bytes()
+    assert len(raw) == 2084  # sizeof(struct efi_variable) on 64-bit
+    assert raw[:20] == "SecureBoot".encode("utf-16-le") and raw[1040:1048] == (1).to_bytes(8, "little")
+    assert raw[1048] == 1 and (variable / "data").read_bytes() == b"\x01"
 
 
 def test_kernel_command_line_is_what_grub_defaults_ask_for(tmp_path):

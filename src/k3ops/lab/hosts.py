@@ -118,7 +118,9 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     write("etc/apt/sources.list.d/debian.sources", mirrors.sources())
     write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
           f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
-          f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n')
+          f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n'
+          # Seen here: apt-get update hung for good now and then, four hosts at once, with pipelining on.
+          'Acquire::http::Pipeline-Depth "0";\nAcquire::Retries "3";\n')
     (root / LAB_KEYRING).write_bytes(public_key())
     write("etc/apt/sources.list.d/k3ops-lab-kernel.list",
           f"deb [signed-by=/{LAB_KEYRING}] {vendor_repo_url()}/{KERNEL_REPO_PATH}/ /\n")

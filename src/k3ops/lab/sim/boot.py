@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from .host import KERNEL_MODULE_STAGING, SimHost
@@ -39,8 +41,11 @@ DRI_MAJOR = 226
 RENDER_MINOR_BASE = 128
 # Drivers in the distribution kernel, bound from the first boot (PCIe ports are bound by the sysfs layer).
 INBOX_DRIVERS = {"nics": "mlx5_core", "nvme": "nvme"}
-EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-e3db8b43b5d1"
-EFI_VARIABLE_ATTRIBUTES = (7).to_bytes(4, "little")  # non-volatile, boot service, runtime access
+EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+EFI_VARIABLE_ATTRIBUTES = 0x6  # boot service and runtime access, as firmware sets SecureBoot
+# The kernel's legacy sysfs EFI variable interface (efivars.ko): struct efi_variable, packed, 64-bit.
+# efivarfs cannot be mounted without EFI firmware, so libefivar (mokutil) reads this interface instead.
+EFI_VARIABLE_LAYOUT = "<1024s16sQ1024sQI"
 BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
 UDEV_POLL_SECONDS = 0.5
 # Kernel tunables deploys set, with the kernel's defaults. /proc/sys is read-only in a container and
@@ -100,10 +105,23 @@ def create_device_nodes(host: SimHost, loaded: dict[str, str]) -> None:
 
 
 def write_secure_boot_state(host: SimHost, enabled: bool) -> None:
-    """The SecureBoot EFI variable that `mokutil --sb-state` reads."""
-    efivars = host.path("sys/firmware/efi/efivars")
-    efivars.mkdir(parents=True, exist_ok=True)
-    (efivars / f"SecureBoot-{EFI_GLOBAL_VARIABLE}").write_bytes(EFI_VARIABLE_ATTRIBUTES + bytes([int(enabled)]))
+    """The firmware's SecureBoot and SetupMode variables, which `mokutil --sb-state` reads."""
+    variables = host.path("sys/firmware/efi/vars")
+    variables.mkdir(parents=True, exist_ok=True)
+    for control in ("new_var", "del_var"):
+        (variables / control).touch()
+    for name, value in (("SecureBoot", int(enabled)), ("SetupMode", 0)):
+        write_efi_variable(variables, name, bytes([value]))
+
+
+def write_efi_variable(variables: Path, name: str, value: bytes) -> None:
+    """One global EFI variable as the kernel's sysfs interface shows it (raw_var and data)."""
+    variable = variables / f"{name}-{EFI_GLOBAL_VARIABLE}"
+    variable.mkdir(exist_ok=True)
+    (variable / "raw_var").write_bytes(struct.pack(
+        EFI_VARIABLE_LAYOUT, name.encode("utf-16-le"), uuid.UUID(EFI_GLOBAL_VARIABLE).bytes_le,
+        len(value), value, 0, EFI_VARIABLE_ATTRIBUTES))
+    (variable / "data").write_bytes(value)
 
 
 def kernel_command_line(host: SimHost) -> str:
