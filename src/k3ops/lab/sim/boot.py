@@ -185,9 +185,9 @@ def refresh_disk_links(host: SimHost) -> None:
     for link in by_uuid.iterdir():
         if link.name not in wanted or os.readlink(link) != wanted[link.name]:
             link.unlink()
-    for uuid, target in wanted.items():
-        if not (by_uuid / uuid).is_symlink():
-            (by_uuid / uuid).symlink_to(target)
+    for filesystem_uuid, target in wanted.items():
+        if not (by_uuid / filesystem_uuid).is_symlink():
+            (by_uuid / filesystem_uuid).symlink_to(target)
 
 
 def mount_fstab_block_devices(host: SimHost) -> None:
