@@ -96,3 +96,14 @@ def test_readme_documents_every_host_setting():
     from ..conftest import REPO_ROOT
 
     assert settings_table() in (REPO_ROOT / "README.md").read_text()
+
+
+def test_repository_source_lines_name_their_own_keyring():
+    from k3ops.deploys.repositories import source_line
+
+    spec = GpuHostSpec.model_validate({**H200, "docker_source": "vendor"})
+    assert source_line("docker", spec.repository("docker")) == (
+        "deb [signed-by=/etc/apt/keyrings/k3ops-docker.asc] https://download.docker.com/linux/debian bookworm stable")
+    assert source_line("cuda", spec.repository("cuda")) == (
+        "deb [signed-by=/etc/apt/keyrings/k3ops-cuda.asc] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /")

@@ -1,12 +1,24 @@
-"""Docker Engine from the distribution: the runtime the engine units start their containers with."""
+"""Docker Engine, from Debian or from Docker's own repository: the runtime the engine units use."""
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt, systemd
+from pyinfra.operations.util import any_changed
+
+from ..spec import host_spec
+from .repositories import signed_repository
+
+DOCKER_PACKAGES = {"distribution": ["docker.io"], "vendor": ["docker-ce", "docker-ce-cli", "containerd.io"]}
 
 
 @deploy("Container runtime")
 def container_runtime() -> None:
-    apt.packages(name="Install Docker Engine", packages=["docker.io"], no_recommends=True)
+    spec = host_spec(host)
+    if spec.docker_source == "vendor":
+        repository = signed_repository("docker", spec.repository("docker"))
+        apt.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))
+    apt.packages(name=f"Install Docker Engine ({spec.docker_source})", packages=DOCKER_PACKAGES[spec.docker_source],
+                 no_recommends=True)
     systemd.service(name="Run Docker", service="docker", running=True, enabled=True)

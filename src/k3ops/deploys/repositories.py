@@ -13,7 +13,7 @@ KEYRING_DIR = "/etc/apt/keyrings"
 
 def source_line(name: str, repository: Repository) -> str:
     """The one-line apt source: flat (`URL /`) or by suite (`URL noble main`), signed by its own key only."""
-    where = f"{repository.url} {repository.suite} main" if repository.suite else f"{repository.url} /"
+    where = f"{repository.url} {repository.suite} {repository.component}" if repository.suite else f"{repository.url} /"
     return f"deb [signed-by={KEYRING_DIR}/k3ops-{name}.asc] {where}"
 
 

@@ -19,13 +19,11 @@ from pathlib import Path
 from . import state
 from .debian import Mirrors
 from .profiles import get_profile
-from .services import vendor_repo_url
-from .vendor_repo import KERNEL_REPO_PATH, public_key
+from .vendor_repo import KERNEL_PACKAGES_PATH
 
 SIM_SOURCE = Path(__file__).parent / "sim"
 SIM_ON_HOST = "usr/lib/k3ops-lab-sim/labsim"
 HARDWARE_ON_HOST = "etc/k3ops-lab/hardware.json"
-LAB_KEYRING = "usr/share/keyrings/k3ops-lab.gpg"
 REBOOT_EXIT_STATUS = 133
 NETNS_PATH = "/run/netns"
 # nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
@@ -70,7 +68,7 @@ def paths(host: state.LabHost) -> dict[str, Path]:
     return {name: directory / name for name in ("upper", "work", "root", "disks", "console.log", "supervisor.pid")}
 
 
-def create(host: state.LabHost, lab: state.Lab, base: Path, mirrors: Mirrors, nvme_size_gib: int) -> None:
+def create(host: state.LabHost, lab: state.Lab, base: Path, repo: Path, mirrors: Mirrors, nvme_size_gib: int) -> None:
     """Lay out the host's root, disks and files; idempotent for a host that already exists."""
     where = paths(host)
     for name in ("upper", "work", "root", "disks"):
@@ -82,6 +80,16 @@ def create(host: state.LabHost, lab: state.Lab, base: Path, mirrors: Mirrors, nv
     hardware = get_profile(host.profile).hardware(host.name, nvme_size_gib=nvme_size_gib)
     host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
     _write_host_files(where["root"], host, lab, hardware, mirrors)
+    _install_kernel_packages(where["root"], repo / KERNEL_PACKAGES_PATH)
+
+
+def _install_kernel_packages(root: Path, packages: Path) -> None:
+    """The simulated kernel comes with its headers installed, so DKMS-style steps find them."""
+    for deb in sorted(packages.glob("*.deb")):
+        name = deb.name.split("_")[0]
+        installed = subprocess.run(["dpkg-query", f"--admindir={root}/var/lib/dpkg", "-W", name], capture_output=True)
+        if installed.returncode != 0:
+            subprocess.run(["dpkg", f"--root={root}", "-i", str(deb)], check=True, capture_output=True)
 
 
 def _attach_disk(image: Path, size_gib: int) -> str:
@@ -121,9 +129,6 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
           f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n'
           # Seen here: apt-get update hung for good now and then, four hosts at once, with pipelining on.
           'Acquire::http::Pipeline-Depth "0";\nAcquire::Retries "3";\n')
-    (root / LAB_KEYRING).write_bytes(public_key())
-    write("etc/apt/sources.list.d/k3ops-lab-kernel.list",
-          f"deb [signed-by=/{LAB_KEYRING}] {vendor_repo_url()}/{KERNEL_REPO_PATH}/ /\n")
     write(HARDWARE_ON_HOST, json.dumps(hardware, indent=2) + "\n")
     sim_target = root / SIM_ON_HOST
     shutil.rmtree(sim_target, ignore_errors=True)

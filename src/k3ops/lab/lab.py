@@ -51,7 +51,7 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, l
     services.wait_until_listening()
     for host in lab.hosts:
         network.create_host_namespace(host)
-        hosts.create(host, lab, base, mirrors, nvme_size_gib)
+        hosts.create(host, lab, base, repo, mirrors, nvme_size_gib)
         state.save(lab)
         hosts.start(host)
     with ThreadPoolExecutor(max_workers=len(lab.hosts)) as pool:

@@ -35,9 +35,8 @@ AMD_SUITE = "noble"
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
 CONTAINER_TOOLKIT_REPO_PATH = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO_PATH = f"public/repo/doca/{DOCA_VERSION}/debian12/x86_64"
-# The simulated kernel's own packages, as Debian's archive carries them for a real kernel: every
-# lab host trusts this repository from the start (see hosts.py), as a Debian host trusts its archive.
-KERNEL_REPO_PATH = "lab/kernel"
+# The simulated kernel's headers package, installed on every lab host with its kernel (hosts.py).
+KERNEL_PACKAGES_PATH = "lab/kernel"
 # Where each vendor publishes its signing key, relative to the repository server's root.
 SIGNING_KEY_PATHS = (
     f"{CUDA_REPO_PATH}/3bf863cc.pub",
@@ -248,7 +247,6 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
                          + nvidia_tools_packages()),
         CONTAINER_TOOLKIT_REPO_PATH: (None, [p for v in CONTAINER_TOOLKIT_VERSIONS for p in container_toolkit_packages(v)]),
         DOCA_REPO_PATH: (None, ofed_tools_packages()),
-        KERNEL_REPO_PATH: (None, kernel_packages(os.uname().release)),
     }
     for release in ROCM_RELEASES:
         amdgpu, rocm = rocm_packages(release)
@@ -279,14 +277,11 @@ def build(log=print) -> Path:
         for package in packages:
             _build_deb(package, pool)
         _write_indexes(repo, suite, gnupg)
+    (root / KERNEL_PACKAGES_PATH).mkdir(parents=True)
+    for package in kernel_packages(os.uname().release):
+        _build_deb(package, root / KERNEL_PACKAGES_PATH)
     (root / ".complete").write_text("")
     return root
-
-
-def public_key() -> bytes:
-    """The lab's repository key, binary, as a `signed-by` keyring file takes it."""
-    return subprocess.run(["gpg", "--homedir", str(_signing_home()), "--export"], check=True,
-                          capture_output=True).stdout
 
 
 def _signing_home() -> Path:

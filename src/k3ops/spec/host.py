@@ -36,6 +36,7 @@ class Repository(BaseModel):
     url: str = Field(pattern=HTTP_URL)
     key_url: str = Field(pattern=HTTP_URL)
     suite: str | None = None
+    component: str = "main"
 
 
 def vendor_repositories() -> dict[str, Repository]:
@@ -49,6 +50,8 @@ def vendor_repositories() -> dict[str, Repository]:
                              key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
         "rocm": Repository(url="https://repo.radeon.com/rocm/apt/{rocm_release}", suite="noble",
                            key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
+        "docker": Repository(url="https://download.docker.com/linux/debian", suite="bookworm", component="stable",
+                             key_url="https://download.docker.com/linux/debian/gpg"),
         "doca": Repository(url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/",
                            key_url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/GPG-KEY-Mellanox.pub"),
     }
@@ -73,13 +76,15 @@ class GpuHostSpec(BaseModel):
     container_toolkit_version: str = Field("1.18.0-1", description="exact NVIDIA Container Toolkit version")
     required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
     rocm_release: str = Field("7.0.2", description="exact ROCm release (major.minor.patch)")
-    container_runtime: Literal["docker"] = Field("docker", description="Docker Engine from the distribution")
+    container_runtime: Literal["docker"] = Field("docker", description="the container runtime: Docker Engine")
+    docker_source: Literal["distribution", "vendor"] = Field(
+        "distribution", description="Docker from Debian (docker.io) or from Docker's repository (docker-ce)")
     reboot_policy: Literal["allowed", "never"] = Field(
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
                               description="system user that runs the engines and reaches the GPUs")
     nvme_devices: list[str] = Field(default_factory=list, description="NVMe namespaces for the model cache")
-    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "doca"], Repository] = Field(
+    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca"], Repository] = Field(
         default_factory=vendor_repositories,
         description="apt repositories by name ({url, key_url, suite}); data names only those it moves")
 
