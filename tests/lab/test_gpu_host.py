@@ -89,3 +89,24 @@ def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):
          "--limit", "gpu-02"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
     assert result.returncode != 0
     assert "gpu-02: Secure Boot is on and would refuse unsigned NVIDIA modules" in result.stdout + result.stderr
+
+
+def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(lab, tmp_path):
+    """A fleet driver change (here a rollback to 580.105.08) is one data change: the deploy moves the
+    driver, its pin, its hold and fabric manager together, reboots, and the host checks agree."""
+    inventory = tmp_path / "rollback.py"
+    inventory.write_text(
+        "from k3ops.lab.inventory import groups\n"
+        "from k3ops.spec import validate_inventory\n\n"
+        "globals().update({profile: [(name, {**data, 'nvidia_driver_version': '580.105.08'})\n"
+        "                            for name, data in hosts if name == 'gpu-01']\n"
+        "                  for profile, hosts in groups().items() if profile == 'h200x8'})\n"
+        "validate_inventory(__file__)\n")
+    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", str(inventory), "deploys/gpu_host.py"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
+    checks = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
+                             "--inventory", str(inventory)], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=COMMAND_TIMEOUT)
+    assert checks.returncode == 0, checks.stdout[-4000:]

@@ -87,3 +87,8 @@ def test_every_tool_entry_point_names_a_real_simulator_function():
                     assert callable(getattr(simulator, function, None)), f"{package.name}: {path}"
                     checked += 1
     assert checked >= 12
+
+
+def test_building_leaves_no_gpg_agent_running(built):
+    agents = subprocess.run(["pgrep", "-af", "gpg-agent"], capture_output=True, text=True).stdout
+    assert str(built.parent.parent / "gnupg") not in agents

@@ -265,6 +265,17 @@ def build(log=print) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     gnupg = _signing_home()
+    try:
+        _build_tree(root, gnupg)
+    finally:
+        # gpg starts an agent to sign; it must not outlive the build.
+        subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True)
+    (root / ".complete").write_text("")
+    return root
+
+
+def _build_tree(root: Path, gnupg: Path) -> None:
+    """The key at each vendor's key URL, every repository's packages and signed indexes, the kernel's."""
     armored_key = subprocess.run(["gpg", "--homedir", str(gnupg), "--armor", "--export"], check=True,
                                  capture_output=True).stdout
     for key_path in SIGNING_KEY_PATHS:
@@ -280,8 +291,6 @@ def build(log=print) -> Path:
     (root / KERNEL_PACKAGES_PATH).mkdir(parents=True)
     for package in kernel_packages(os.uname().release):
         _build_deb(package, root / KERNEL_PACKAGES_PATH)
-    (root / ".complete").write_text("")
-    return root
 
 
 def _signing_home() -> Path:
