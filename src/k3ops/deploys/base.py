@@ -8,6 +8,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import apt, files, server, systemd
 
+from ..operations import apt as k3ops_apt
 from . import TEMPLATES
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51k3ops-gpu-stack-blacklist"
@@ -24,7 +25,7 @@ GPU_SYSCTLS = {"kernel.numa_balancing": 0}
 
 @deploy("GPU host base")
 def gpu_host_base() -> None:
-    apt.update(name="Refresh apt lists older than an hour", cache_time=3600)
+    k3ops_apt.update(name="Refresh apt lists older than an hour", cache_time=3600)
     files.template(
         name="Keep unattended-upgrades away from the GPU stack",
         src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),

@@ -15,7 +15,6 @@ from pyinfra.operations.util import any_changed
 
 from ..facts.boot import SecureBoot
 from ..facts.nvidia import NvidiaKernelModule, NvSwitches
-from ..hardware import GPU_MODELS
 from ..operations import apt as k3ops_apt
 from ..operations import nvidia as nvidia_operations
 from ..spec import host_spec
@@ -54,7 +53,7 @@ def needs_fabric_manager(spec: GpuHostSpec) -> bool:
     if spec.fabric_manager != "auto":
         return spec.fabric_manager == "on"
     switches_on_pci = bool(host.get_fact(NvSwitches))
-    if spec.nvswitch_expected and not switches_on_pci and GPU_MODELS[spec.gpu_model].architecture == "Hopper":
+    if spec.nvswitch_expected and not switches_on_pci and spec.gpu_architecture == "Hopper":
         raise DeployError(f"{host.name}: hardware_profile {spec.hardware_profile!r} has NVSwitches but lspci shows "
                           "none; check the baseboard (or set fabric_manager) before deploying")
     return switches_on_pci or spec.nvswitch_expected
@@ -77,7 +76,7 @@ def nvidia_gpu_host() -> None:
         src=str(TEMPLATES / "apt" / "nvidia-driver-pin.pref.j2"),
         dest=PIN_FILE, packages=pinned, version=version,
     )
-    apt.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
+    k3ops_apt.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
     driver = apt.packages(
         name=f"Install NVIDIA driver {spec.nvidia_driver_version} ({spec.nvidia_kernel_modules} modules)",
         packages=[f"{name}={version}" for name in packages],
@@ -105,19 +104,22 @@ def nvidia_gpu_host() -> None:
     systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced", running=True, enabled=True,
                     _if=driver_loaded)
     if fabric_manager:
-        apt.packages(name="Install fabric manager at the driver's exact version",
-                     packages=[f"{fabric_manager_package(spec)}={version}"],
-                     allow_downgrades=True, extra_install_args="--allow-change-held-packages")
+        moved = apt.packages(name="Install fabric manager at the driver's exact version",
+                             packages=[f"{fabric_manager_package(spec)}={version}"],
+                             allow_downgrades=True, extra_install_args="--allow-change-held-packages")
         k3ops_apt.held(name="Hold fabric manager", packages=[fabric_manager_package(spec)])
         systemd.service(name="Enable fabric manager", service="nvidia-fabricmanager", running=True, enabled=True,
                         _if=driver_loaded)
+        # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
+        systemd.service(name="Restart fabric manager on its new version", service="nvidia-fabricmanager",
+                        restarted=True, _if=lambda: moved.did_change() and driver_loaded())
     if spec.dcgm:
         cuda_major = spec.required_cuda.split(".")[0]
         apt.packages(name="Install DCGM", packages=[f"datacenter-gpu-manager-4-cuda{cuda_major}"], no_recommends=True)
         systemd.service(name="Enable DCGM", service="nvidia-dcgm", running=True, enabled=True, _if=driver_loaded)
 
     toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
-    apt.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
+    k3ops_apt.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
     apt.packages(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                  packages=[f"{name}={spec.container_toolkit_version}" for name in container_toolkit_packages()],
                  allow_downgrades=True, no_recommends=True)

@@ -41,7 +41,7 @@ def amd_gpu_host() -> None:
                          src=str(TEMPLATES / "apt" / "rocm-pin.pref.j2"), dest=PIN_FILE, mode="644",
                          pins=rocm_pins(spec), release=spec.rocm_release)
     changed_sources = [*repositories, pin]
-    apt.update(name="Refresh apt after repository or pin changes",
+    k3ops_apt.update(name="Refresh apt after repository or pin changes",
                _if=lambda: any(op.did_change() for op in changed_sources))
     installed = apt.packages(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
                              no_recommends=True, extra_install_args="--allow-change-held-packages")

@@ -1,11 +1,15 @@
-"""Hold apt packages at their installed version, or release them."""
+"""apt operations pyinfra lacks: holds, and a refresh that cannot hang a deploy."""
 
 from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.operations import apt
 
 from k3ops.facts.apt import AptHeldPackages
+
+UPDATE_ATTEMPTS = 3
+UPDATE_ATTEMPT_SECONDS = 300
 
 
 @operation()
@@ -33,3 +37,25 @@ def held(packages: list[str], held: bool = True):
         return
 
     yield StringCommand("apt-mark", "hold" if held else "unhold", *(QuoteString(package) for package in to_change))
+
+
+@operation()
+def update(cache_time: int | None = None):
+    """
+    Refresh the apt lists like ``apt.update``, with each attempt bounded in time and retried.
+
+    A mirror or proxy that stops answering (seen in the lab: apt-get update waiting for good) must
+    fail the attempt, not hang every later operation on the host.
+
+    + cache_time: skip the refresh when the lists are younger than this many seconds
+
+    **Example:**
+
+    .. code:: python
+
+        apt.update(name="Refresh apt lists older than an hour", cache_time=3600)
+    """
+
+    bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
+    for command in apt.update._inner(cache_time=cache_time):
+        yield " || ".join([bounded] * UPDATE_ATTEMPTS) if command == "apt-get update" else command

@@ -130,10 +130,10 @@ class GpuHostSpec(BaseModel):
             raise ValueError(f"gpu_vendor: {self.gpu_vendor!r} disagrees with hardware_profile {profile.name!r} "
                              f"(expected {expected_vendor!r})")
         if self.gpu_vendor == "nvidia":
-            self._check_nvidia_driver(profile.gpu_model)
+            self._check_nvidia_driver()
         return self
 
-    def _check_nvidia_driver(self, gpu_model: str) -> None:
+    def _check_nvidia_driver(self) -> None:
         branch = self.driver_branch
         supported = cuda_supported_by(branch)
         if supported is None or _version_tuple(supported) < _version_tuple(self.required_cuda):
@@ -141,12 +141,18 @@ class GpuHostSpec(BaseModel):
                 f"nvidia_driver_version: {self.nvidia_driver_version} is branch {branch}, which supports CUDA "
                 f"{supported or 'nothing known'}; the engine needs CUDA {self.required_cuda} "
                 f"(use branch 580 or newer, e.g. 580.126.09)")
-        if GPU_MODELS[gpu_model].architecture == "Blackwell" and self.nvidia_kernel_modules != "open":
+        if self.gpu_architecture == "Blackwell" and self.nvidia_kernel_modules != "open":
             raise ValueError("nvidia_kernel_modules: Blackwell GPUs need the open kernel modules; use 'open'")
 
     @property
     def driver_branch(self) -> int:
         return int(DRIVER_VERSION.match(self.nvidia_driver_version)["branch"])
+
+    @property
+    def gpu_architecture(self) -> str | None:
+        """Hopper, Blackwell, CDNA4, ...: from the board profile, so data need not name the model."""
+        model = BOARD_PROFILES[self.hardware_profile].gpu_model
+        return GPU_MODELS[model].architecture if model else None
 
     @property
     def nvswitch_expected(self) -> bool:
