@@ -27,6 +27,11 @@ class Mirrors:
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
         )
 
+    def release_files(self) -> list[str]:
+        """The signed index of every suite a lab host uses."""
+        return [f"{self.archive}/dists/{SUITE}/InRelease", f"{self.archive}/dists/{SUITE}-updates/InRelease",
+                f"{self.security}/dists/{SUITE}-security/InRelease"]
+
 
 def controller_mirrors() -> Mirrors:
     """Read the controller's apt sources; fall back to Debian's own redirector."""

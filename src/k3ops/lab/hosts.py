@@ -127,8 +127,7 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
           f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
           f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n'
-          # Seen here: apt-get update hung for good now and then, four hosts at once, with pipelining on.
-          'Acquire::http::Pipeline-Depth "0";\nAcquire::Retries "3";\n')
+          'Acquire::Retries "3";\n')
     write(HARDWARE_ON_HOST, json.dumps(hardware, indent=2) + "\n")
     sim_target = root / SIM_ON_HOST
     shutil.rmtree(sim_target, ignore_errors=True)

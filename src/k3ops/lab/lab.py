@@ -49,6 +49,7 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, l
     services.start_apt_proxy()
     services.start_vendor_repo(repo)
     services.wait_until_listening()
+    services.prime_apt_proxy(mirrors.release_files())
     for host in lab.hosts:
         network.create_host_namespace(host)
         hosts.create(host, lab, base, repo, mirrors, nvme_size_gib)

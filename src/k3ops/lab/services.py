@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from . import state
@@ -21,7 +22,13 @@ LogDir: {logs}
 Port: {port}
 BindAddress: {address}
 ExThreshold: 4
+SPfilePatternEx: {static_indexes}
 """
+# Seen here: when several hosts ask at once for an index apt-cacher-ng must refresh (apt asks for a
+# revalidation of every InRelease), it fails to move the old copy aside ("Failure to move file ...
+# File exists") and apt-get update never returns. So InRelease files are static data to the proxy:
+# `lab up` drops the cached ones and fetches them afresh, one at a time, before any host asks.
+STATIC_INDEXES = r"/dists/[^/]+/InRelease$"
 APT_PROXY_SIGNATURE = f"apt-cacher-ng -c {state.STATE_DIR}/apt-cacher-ng"
 VENDOR_REPO_SIGNATURE = f"http.server --bind {state.CONTROLLER_ADDRESS}"
 
@@ -56,7 +63,8 @@ def start_apt_proxy() -> None:
     for directory in (config_dir, cache, logs):
         directory.mkdir(parents=True, exist_ok=True)
     (config_dir / "acng.conf").write_text(APT_CACHER_CONFIG.format(
-        cache=cache, logs=logs, port=state.APT_PROXY_PORT, address=state.CONTROLLER_ADDRESS))
+        cache=cache, logs=logs, port=state.APT_PROXY_PORT, address=state.CONTROLLER_ADDRESS,
+        static_indexes=STATIC_INDEXES))
     _start(APT_PROXY_SIGNATURE, ["apt-cacher-ng", "-c", str(config_dir), "ForeGround=1"], "apt-cacher-ng")
 
 
@@ -76,6 +84,19 @@ def wait_until_listening(timeout: float = 15.0) -> None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"lab service on port {port} did not start; see {state.STATE_DIR / 'run'}") from None
                 time.sleep(0.2)
+
+
+def prime_apt_proxy(index_urls: list[str]) -> None:
+    """Fetch the Debian indexes afresh through the proxy, one at a time, before any host asks for them."""
+    for url in index_urls:
+        cached = state.CACHE_DIR / "apt-cacher-ng" / url.split("://", 1)[1]
+        cached.unlink(missing_ok=True)
+        cached.with_name(cached.name + ".head").unlink(missing_ok=True)
+    proxy = urllib.request.ProxyHandler({"http": f"http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}"})
+    opener = urllib.request.build_opener(proxy)
+    for url in index_urls:
+        with opener.open(url, timeout=60) as response:
+            response.read()
 
 
 def stop_all() -> None:
