@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,19 @@ def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check and result.returncode != 0:
         raise AssertionError(f"k3ops {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result
+
+
+def pyinfra(*args: str, inventory: str = "inventory/lab.py") -> subprocess.CompletedProcess:
+    """The real pyinfra command line on a lab inventory."""
+    return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+
+
+def host_checks(inventory: str = "inventory/lab.py") -> subprocess.CompletedProcess:
+    """The host checks of tests/hosts against a lab inventory, as `k3ops check` runs them."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
+                           "--inventory", inventory], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT)
 
 
 def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:

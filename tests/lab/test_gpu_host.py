@@ -4,33 +4,21 @@ changes nothing on a second run, and repairs drift."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-from ..conftest import REPO_ROOT
-from .conftest import COMMAND_TIMEOUT, on_host, reboot
+from .conftest import host_checks, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
 
 
-def deploy(*extra: str) -> dict:
-    """Run the real pyinfra CLI on the lab; returns its JSON report."""
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "pyinfra"), "-y", "--json", "inventory/lab.py", "deploys/gpu_host.py",
-         *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+def deploy() -> dict:
+    """deploys/gpu_host.py on the whole lab; returns pyinfra's JSON report."""
+    result = pyinfra("--json", "deploys/gpu_host.py")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout)
 
 
 def changed_operations(report: dict) -> list[tuple[str, int]]:
     return [(op["name"], op["success"]) for op in report["results"]["operations"] if op["success"]]
-
-
-def host_checks() -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
-                           "--inventory", "inventory/lab.py"], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=COMMAND_TIMEOUT)
 
 
 def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
@@ -84,9 +72,7 @@ def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):
                       " h['secure_boot']=True; json.dump(h, open(p, 'w'))\"")
     reboot("gpu-02")
     assert on_host("gpu-02", "mokutil --sb-state").stdout.strip() == "SecureBoot enabled"
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", "deploys/gpu_host.py",
-         "--limit", "gpu-02"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-02")
     assert result.returncode != 0
     assert "gpu-02: Secure Boot is on and would refuse unsigned NVIDIA modules" in result.stdout + result.stderr
 
@@ -102,11 +88,8 @@ def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(la
         "                            for name, data in hosts if name == 'gpu-01']\n"
         "                  for profile, hosts in groups().items() if profile == 'h200x8'})\n"
         "validate_inventory(__file__)\n")
-    result = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", str(inventory), "deploys/gpu_host.py"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    result = pyinfra("deploys/gpu_host.py", inventory=str(inventory))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
-    checks = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
-                             "--inventory", str(inventory)], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=COMMAND_TIMEOUT)
+    checks = host_checks(str(inventory))
     assert checks.returncode == 0, checks.stdout[-4000:]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from k3ops import inventory
 from k3ops.lab import state
 
 from ..conftest import REPO_ROOT
-from .conftest import COMMAND_TIMEOUT, k3ops, on_host, reboot
+from .conftest import k3ops, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "mi355x8")
 CUDA_REPO = "http://{controller}:{port}/compute/cuda/repos/debian12/x86_64"
@@ -39,12 +38,6 @@ def test_status_reports_every_host_running(lab):
         (name, profile, "running") for name, profile in lab.items()
     ]
     assert len({h["address"] for h in hosts}) == len(hosts)
-
-
-def pyinfra(*args: str) -> subprocess.CompletedProcess:
-    """The real pyinfra command line on the lab inventory."""
-    return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab.py", *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
 
 
 def test_pyinfra_runs_commands_on_every_host(lab):
