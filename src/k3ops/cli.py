@@ -87,6 +87,26 @@ def _check(args) -> int:
     return subprocess.run(command, cwd=REPO_ROOT).returncode
 
 
+def _model_status(args) -> int:
+    from .model_commands import format_status, status
+
+    rows, failed = status(args.inventory)
+    print(json.dumps(rows, indent=1) if args.json else format_status(rows))
+    for outcome in failed:
+        print(f"{outcome.host}: {outcome.stderr.strip() or 'status failed'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _model_action(args) -> int:
+    from . import model_commands
+
+    outcomes = getattr(model_commands, args.model_command)(args.inventory)
+    for outcome in outcomes:
+        what = (outcome.stdout + outcome.stderr).strip() or ("done" if outcome.ok else "failed")
+        print(f"{outcome.host}: {what}", file=sys.stdout if outcome.ok else sys.stderr)
+    return 0 if all(outcome.ok for outcome in outcomes) else 1
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -115,6 +135,18 @@ def parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check an inventory's host data without connecting")
     validate.add_argument("inventory")
     validate.set_defaults(handler=_validate)
+
+    model = commands.add_parser("model", help="the pinned checkpoint on every host of an inventory")
+    model_commands = model.add_subparsers(dest="model_command", required=True)
+    model_status = model_commands.add_parser("status", help="active and staged revision, progress, verification")
+    model_status.add_argument("inventory")
+    model_status.add_argument("--json", action="store_true")
+    model_status.set_defaults(handler=_model_status)
+    for name, help_text in (("verify", "re-hash every host's active revision now (bad files: the next deploy repairs)"),
+                            ("rollback", "make the previous revision active again on every host (one rename)")):
+        action = model_commands.add_parser(name, help=help_text)
+        action.add_argument("inventory")
+        action.set_defaults(handler=_model_action)
 
     check = commands.add_parser("check", help="run the host checks (tests/hosts) against an inventory")
     check.add_argument("inventory")

@@ -26,16 +26,31 @@ def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-def pyinfra(*args: str, inventory: str = "inventory/lab.py") -> subprocess.CompletedProcess:
-    """The real pyinfra command line on a lab inventory."""
+def pyinfra(*args: str, inventory: str = "inventory/lab.py", env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real pyinfra command line on a lab inventory (`env`: added to this process's environment)."""
     return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
 
 
-def host_checks(inventory: str = "inventory/lab.py") -> subprocess.CompletedProcess:
-    """The host checks of tests/hosts against a lab inventory, as `k3ops check` runs them."""
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/hosts",
-                           "--inventory", inventory], cwd=REPO_ROOT, capture_output=True, text=True,
+def lab_inventory(path: Path, **changes) -> str:
+    """An inventory file: the lab's, with `changes` to every host's data (dict values are merged)."""
+    path.write_text(
+        "from k3ops.lab.inventory import groups\n"
+        "from k3ops.spec import validate_inventory\n\n"
+        f"CHANGES = {changes!r}\n"
+        "globals().update({profile: [(name, {**data, **{key: {**data[key], **value} if isinstance(value, dict) else value\n"
+        "                                               for key, value in CHANGES.items()}})\n"
+        "                            for name, data in hosts]\n"
+        "                  for profile, hosts in groups().items()})\n"
+        "validate_inventory(__file__)\n")
+    return str(path)
+
+
+def host_checks(inventory: str = "inventory/lab.py", *pytest_args: str,
+                checks: str = "tests/hosts") -> subprocess.CompletedProcess:
+    """The host checks (`checks`: tests/hosts or one of its files) against a lab inventory, as `k3ops check` runs them."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", checks,
+                           "--inventory", inventory, *pytest_args], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT)
 
 

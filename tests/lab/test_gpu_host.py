@@ -8,6 +8,8 @@ import json
 from .conftest import host_checks, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
+# This module runs deploys/gpu_host.py only; the model's checks belong to tests/lab/test_model.py.
+GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py")
 
 
 def deploy() -> dict:
@@ -30,7 +32,7 @@ def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
 
 
 def test_host_checks_pass_after_the_deploy(lab):
-    checks = host_checks()
+    checks = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
     assert checks.returncode == 0, checks.stdout[-4000:]
     assert " passed" in checks.stdout and " failed" not in checks.stdout
 
@@ -56,13 +58,13 @@ def test_drift_is_repaired_by_a_rerun(lab):
                       " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\" && systemctl restart docker"
                       " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades"
                       " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
-    drifted = host_checks()
+    drifted = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
     assert drifted.returncode != 0
     for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
                     "test_fabric_manager_runs_at_the_driver_version"):
         assert symptom in drifted.stdout
     assert changed_operations(deploy())
-    repaired = host_checks()
+    repaired = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
     assert repaired.returncode == 0, repaired.stdout[-4000:]
 
 
@@ -91,5 +93,5 @@ def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(la
     result = pyinfra("deploys/gpu_host.py", inventory=str(inventory))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
-    checks = host_checks(str(inventory))
+    checks = host_checks(str(inventory), *GPU_HOST_CHECKS)
     assert checks.returncode == 0, checks.stdout[-4000:]

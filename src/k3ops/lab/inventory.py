@@ -1,14 +1,20 @@
 """The running lab as pyinfra inventory groups: one group per hardware profile.
 
 Host data carries what a deploy would read from a real inventory (SSH access, the hardware the
-host has) plus the URLs of the lab's simulated vendor repositories in place of the vendors' own.
+host has) plus the URLs of the lab's simulated vendor repositories, Hub and wheels in place of the
+real ones, and the lab Hub's tiny model pinned at its first revision.
 """
 
 from __future__ import annotations
 
-from . import state, vendor_repo
+from . import hub, state, vendor_repo, wheelhouse
 from .profiles import get_profile
 from .services import vendor_repo_url
+
+
+# The lab's NVMe devices are a few GiB and its model a few MB; a peer is at most seconds behind.
+LAB_HEADROOM_GIB = 0.25
+LAB_PEER_WAIT_SECONDS = 300
 
 
 class NoLabError(RuntimeError):
@@ -45,6 +51,12 @@ def host_data(host: state.LabHost) -> dict:
         "gpu_count": profile.gpu_count,
         "nvme_devices": [f"/dev/{disk.name}" for disk in profile.nvme],
         "repositories": repositories(),
+        "model": {"repo_id": hub.TINY_MODEL_REPO, "revision": hub.TINY_MODEL_REVISIONS[0], "name": "tiny-k3"},
+        "hf_endpoint": hub.hub_url(),
+        "python_find_links": wheelhouse.url(),
+        "model_peer_key": str(state.CACHE_DIR / "ssh" / "peer_ed25519"),
+        "model_cache_headroom_gib": LAB_HEADROOM_GIB,
+        "model_peer_wait_seconds": LAB_PEER_WAIT_SECONDS,
     }
 
 

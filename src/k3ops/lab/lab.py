@@ -8,12 +8,12 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import hosts, image, network, services, state, vendor_repo
+from . import hosts, hub, image, network, services, state, vendor_repo, wheelhouse
 from .debian import controller_mirrors
 from .profiles import DEFAULT_PROFILE, get_profile
 
 REQUIRED_COMMANDS = ("systemd-nspawn", "debootstrap", "apt-cacher-ng", "ip", "losetup", "dpkg-deb",
-                     "apt-ftparchive", "gpg", "ssh", "ssh-keygen")
+                     "apt-ftparchive", "gpg", "ssh", "ssh-keygen", "git")
 BOOT_TIMEOUT_SECONDS = 120
 DEFAULT_NVME_GIB = 8
 
@@ -45,10 +45,13 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, l
     _ensure_ssh_key()
     base = image.base_image(mirrors, log=log)
     repo = vendor_repo.build(log=log)
+    wheelhouse.publish(wheelhouse.build(log=log), repo)
+    hub.build(log=log)
     network.create_bridge()
     services.start_apt_proxy()
     services.start_vendor_repo(repo)
     services.wait_until_listening()
+    hub.start()
     services.prime_apt_proxy(mirrors.release_files())
     for host in lab.hosts:
         network.create_host_namespace(host)

@@ -1,6 +1,6 @@
-"""The controller's services for the lab: an apt proxy and the simulated vendor repositories.
+"""The controller's services for the lab: an apt proxy, the simulated vendor repositories, a Hub.
 
-Both listen only on the controller's address on the lab bridge.
+All listen only on the controller's address on the lab bridge.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ SPfilePatternEx: {static_indexes}
 STATIC_INDEXES = r"/dists/[^/]+/InRelease$"
 APT_PROXY_SIGNATURE = f"apt-cacher-ng -c {state.STATE_DIR}/apt-cacher-ng"
 VENDOR_REPO_SIGNATURE = f"http.server --bind {state.CONTROLLER_ADDRESS}"
+HUB_SIGNATURE = f"olah-cli -c {state.STATE_DIR}/hub/olah.toml"
 
 
 def _processes(signature: str) -> list[int]:
@@ -73,9 +74,15 @@ def start_vendor_repo(directory: Path) -> None:
                                    "--directory", str(directory), str(state.VENDOR_REPO_PORT)], "vendor-repo")
 
 
-def wait_until_listening(timeout: float = 15.0) -> None:
+def start_hub(olah: Path, config: Path) -> None:
+    """olah (hub.py writes its config); its log directory is olah's own, beside the service logs."""
+    _start(HUB_SIGNATURE, [str(olah), "-c", str(config), "--log-path", str(state.STATE_DIR / "run" / "olah")], "hub")
+
+
+def wait_until_listening(ports: tuple[int, ...] = (state.APT_PROXY_PORT, state.VENDOR_REPO_PORT),
+                         timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    for port in (state.APT_PROXY_PORT, state.VENDOR_REPO_PORT):
+    for port in ports:
         while True:
             try:
                 socket.create_connection((state.CONTROLLER_ADDRESS, port), timeout=1).close()
@@ -100,7 +107,7 @@ def prime_apt_proxy(index_urls: list[str]) -> None:
 
 
 def stop_all() -> None:
-    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE):
+    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE, HUB_SIGNATURE):
         for pid in _processes(signature):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

@@ -23,6 +23,7 @@ BRIDGE = "k3lab0"
 NETNS_PREFIX = "k3lab-"
 APT_PROXY_PORT = 3142
 VENDOR_REPO_PORT = 8081
+HUB_PORT = 8090
 
 
 @dataclass

@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from pyinfra.api.exceptions import InventoryError
 
 from .host import GpuHostSpec
+from .model import ModelHostSpec
 
-SPECS = (GpuHostSpec,)
+SPECS = (GpuHostSpec, ModelHostSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 
@@ -64,6 +65,11 @@ def validate_inventory(inventory_file: str | Path) -> None:
 def host_spec(host) -> GpuHostSpec:
     """The validated spec of a pyinfra host (inside a deploy)."""
     return GpuHostSpec.model_validate(host.data.dict())
+
+
+def model_host_spec(host) -> ModelHostSpec:
+    """The validated model cache spec of a pyinfra host (inside a deploy)."""
+    return ModelHostSpec.model_validate(host.data.dict())
 
 
 def settings_table() -> str:

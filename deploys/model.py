@@ -1,0 +1,5 @@
+"""The model cache and the pinned checkpoint: `pyinfra inventory/lab.py deploys/model.py`."""
+
+from k3ops.deploys.model import model
+
+model()

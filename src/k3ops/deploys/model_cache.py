@@ -1,0 +1,40 @@
+"""The NVMe model cache: the host's NVMe devices as one XFS volume (RAID0 when there are several),
+mounted by UUID and owned by the service user. Existing data is never reformatted."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import apt, files, server
+
+from ..operations import storage
+from ..spec import host_spec, model_host_spec
+
+VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how a rerun knows the volume is ours
+
+
+@deploy("Model cache volume")
+def model_cache() -> None:
+    spec, model = host_spec(host), model_host_spec(host)
+    devices = spec.nvme_devices
+    service_user(spec.service_user)
+    if devices:
+        apt.packages(name="Install the filesystem and RAID tools", no_recommends=True,
+                     packages=["xfsprogs", "mdadm"] if len(devices) > 1 else ["xfsprogs"])
+        if len(devices) > 1:
+            storage.raid0(name=f"Assemble or create the RAID0 array of {', '.join(devices)}",
+                          array_name=VOLUME_LABEL, devices=devices, wipe=model.model_cache_wipe)
+            volume, wipe = f"/dev/md/{VOLUME_LABEL}", False
+        else:
+            volume, wipe = devices[0], devices[0] in model.model_cache_wipe
+        storage.xfs_filesystem(name=f"XFS filesystem {VOLUME_LABEL} on {volume}", device=volume, label=VOLUME_LABEL,
+                               wipe=wipe)
+        storage.mounted(name=f"Mount {volume} at {model.model_cache_path}", device=volume, path=model.model_cache_path)
+    files.directory(name=f"Model cache {model.model_cache_path} owned by {spec.service_user}",
+                    path=model.model_cache_path, user=spec.service_user, group=spec.service_user, mode="755")
+
+
+def service_user(name: str) -> None:
+    """The system user the engines and the fetcher run as: no login, no password."""
+    server.user(name=f"Service user {name}", user=name, system=True, shell="/usr/sbin/nologin",
+                home=f"/var/lib/{name}", create_home=True)

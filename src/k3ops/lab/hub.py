@@ -1,0 +1,200 @@
+"""The lab's Hugging Face Hub: olah, offline, serving a local git mirror of the tiny model.
+
+Model deploys fetch by repository and pinned revision from a Hub endpoint; on the lab that endpoint is
+olah (a self-hosted Hub mirror) on the controller, which serves git repositories under its mirrors
+path and never reaches out. The one repository, `k3ops-lab/tiny-k3`, is built here without git-lfs:
+LFS pointer files are written by hand and the objects stored where a clone keeps them
+(`.git/lfs/objects/aa/bb/<oid>`), which is where olah reads them. Commits carry fixed authors and
+dates, so their shas are the same on every machine and deploys can pin them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import services, state
+
+# The hub's own Python: olah to serve, and what tiny_model.py needs to write the model.
+VENV_REQUIREMENTS = ("olah==0.5.4", "gguf==0.19.0", "numpy==2.4.6", "safetensors==0.8.0")
+TINY_MODEL_REPO = "k3ops-lab/tiny-k3"
+# The commits of revisions 1 and 2; a build that makes other shas fails (see _check_revisions).
+TINY_MODEL_REVISIONS = ("82c4c1ebc9d5cd5f9b2dd4cf265256d1930f1b99", "56de0c4dc882fd1ee8025aaefa24f4c615415c8b")
+TINY_MODEL_FILES = (
+    ".gitattributes", "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+    "model.safetensors.index.json", "tiny-k3.gguf", "tokenizer.json", "tokenizer_config.json",
+)
+LFS_SUFFIXES = (".gguf", ".safetensors")
+COMMIT_DATES = ("2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00")
+AUTHOR = ("k3ops lab", "lab@k3ops.invalid")
+TINY_MODEL_SCRIPT = Path(__file__).with_name("tiny_model.py")
+# Upstream Hub addresses olah would use online: loopback, so that even a mistaken online mode
+# reaches nothing outside this machine.
+NOWHERE = "127.0.0.1:9"
+OLAH_CONFIG = """[basic]
+host = "{address}"
+port = {port}
+repos-path = "{repos}"
+mirrors-path = ["{mirrors}"]
+mirror-scheme = "http"
+mirror-netloc = "{address}:{port}"
+mirror-lfs-netloc = "{address}:{port}"
+hf-scheme = "http"
+hf-netloc = "{nowhere}"
+hf-lfs-netloc = "{nowhere}"
+
+[accessibility]
+offline = true
+"""
+
+
+def hub_url() -> str:
+    return f"http://{state.CONTROLLER_ADDRESS}:{state.HUB_PORT}"
+
+
+def root() -> Path:
+    return state.CACHE_DIR / "hub"
+
+
+def mirrors() -> Path:
+    return root() / "mirrors"
+
+
+def repo_path() -> Path:
+    return mirrors() / "models" / TINY_MODEL_REPO
+
+
+def venv_python() -> Path:
+    return root() / "venv" / "bin" / "python"
+
+
+def build(log=print) -> Path:
+    """The hub's venv and the tiny model's repository, each rebuilt only when its inputs change."""
+    _build_venv(log)
+    fingerprint = _fingerprint(TINY_MODEL_SCRIPT.read_bytes(), *VENV_REQUIREMENTS, TINY_MODEL_REPO,
+                               *LFS_SUFFIXES, *COMMIT_DATES, *AUTHOR)
+    stamp = root() / "tiny-k3.stamp"
+    if repo_path().is_dir() and stamp.exists() and stamp.read_text() == fingerprint:
+        return repo_path()
+    log(f"building the lab hub's {TINY_MODEL_REPO} repository at {repo_path()}")
+    stamp.unlink(missing_ok=True)
+    partial = repo_path().with_name(repo_path().name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    _git(partial, "init", "-q", "-b", "main")
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, date in enumerate(COMMIT_DATES, start=1):
+            files = Path(scratch) / f"revision-{number}"
+            subprocess.run([str(venv_python()), str(TINY_MODEL_SCRIPT), str(files), "--revision", str(number)],
+                           check=True)
+            _commit_revision(partial, files, f"{TINY_MODEL_REPO} revision {number}", date)
+    _check_revisions(partial)
+    shutil.rmtree(repo_path(), ignore_errors=True)
+    partial.rename(repo_path())
+    stamp.write_text(fingerprint)
+    return repo_path()
+
+
+def start() -> None:
+    """Serve the mirror with olah on the controller's lab address; wait until it answers."""
+    config = state.STATE_DIR / "hub" / "olah.toml"
+    repos = state.STATE_DIR / "hub" / "repos"
+    repos.mkdir(parents=True, exist_ok=True)
+    config.write_text(OLAH_CONFIG.format(address=state.CONTROLLER_ADDRESS, port=state.HUB_PORT, repos=repos,
+                                         mirrors=mirrors(), nowhere=NOWHERE))
+    services.start_hub(root() / "venv" / "bin" / "olah-cli", config)
+    services.wait_until_listening(ports=(state.HUB_PORT,), timeout=60)
+
+
+def _build_venv(log) -> None:
+    fingerprint = _fingerprint(*VENV_REQUIREMENTS)
+    venv = root() / "venv"
+    stamp = venv / "k3ops.stamp"
+    if stamp.exists() and stamp.read_text() == fingerprint:
+        return
+    log(f"building the lab hub's venv at {venv} ({', '.join(VENV_REQUIREMENTS)})")
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *VENV_REQUIREMENTS],
+                   check=True)
+    stamp.write_text(fingerprint)
+
+
+def add_repository(repo_id: str, files: Path) -> str:
+    """Publish a directory of files (LFS objects hard-linked, not copied) as a one-commit repository on
+    the lab's Hub, e.g. a benchmark's large shards; returns the commit sha."""
+    repo = mirrors() / "models" / repo_id
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _commit_revision(repo, files, repo_id, COMMIT_DATES[0])
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def remove_repository(repo_id: str) -> None:
+    shutil.rmtree(mirrors() / "models" / repo_id, ignore_errors=True)
+
+
+def _commit_revision(repo: Path, files: Path, message: str, date: str) -> None:
+    """Replace the work tree with one revision's files (LFS ones as pointers) and commit it."""
+    for old in repo.iterdir():
+        if old.name != ".git":
+            old.unlink()
+    (repo / ".gitattributes").write_text(
+        "".join(f"*{suffix} filter=lfs diff=lfs merge=lfs -text\n" for suffix in LFS_SUFFIXES))
+    for source in sorted(files.iterdir()):
+        if source.suffix in LFS_SUFFIXES:
+            (repo / source.name).write_text(_store_lfs_object(repo, source))
+        else:
+            shutil.copyfile(source, repo / source.name)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message, date=date)
+
+
+def _store_lfs_object(repo: Path, source: Path) -> str:
+    """Store the file as git-lfs does (a hard link where the filesystem allows) and return its pointer (spec v1)."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    oid = digest.hexdigest()
+    target = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {source.stat().st_size}\n"
+
+
+def _check_revisions(repo: Path) -> None:
+    built = tuple(_git(repo, "rev-list", "--reverse", "main").split())
+    if built != TINY_MODEL_REVISIONS:
+        raise RuntimeError(f"the tiny model's commits are {built}, not TINY_MODEL_REVISIONS {TINY_MODEL_REVISIONS}: "
+                           "its files changed, so update TINY_MODEL_REVISIONS in k3ops/lab/hub.py")
+
+
+def _git(repo: Path, *args: str, date: str | None = None) -> str:
+    """git with no user or system configuration, and fixed identities, so commits are reproducible."""
+    name, email = AUTHOR
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+    if date:
+        env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _fingerprint(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,168 @@
+"""deploys/model.py on a 3-host lab against the lab's Hub: one Hub download for the fleet, verified
+copies everywhere, repair from a peer, resumed fetches, refusals before any byte moves, rollback."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from k3ops.lab import hub, state
+
+from ..conftest import REPO_ROOT
+from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra
+
+LAB_PROFILES = ("cpu", "cpu", "cpu")
+HOSTS = ("gpu-01", "gpu-02", "gpu-03")
+CACHE = "/srv/k3ops/models/tiny-k3"
+FIRST, SECOND = hub.TINY_MODEL_REVISIONS
+TEST_TOKEN = "hf_labTokenNeverLogged0123456789"
+
+
+def deploy(inventory: str = "inventory/lab.py", *args: str) -> dict:
+    result = pyinfra("--json", *args, "deploys/model.py", inventory=inventory, env={"HF_TOKEN": TEST_TOKEN})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def changed_operations(report: dict) -> list[str]:
+    return [op["name"] for op in report["results"]["operations"] if op["success"]]
+
+
+def hub_downloads() -> list[str]:
+    """Files the lab Hub has served, one entry per download, from its access log."""
+    log = (state.STATE_DIR / "run" / "hub.log").read_text()
+    return re.findall(r'"GET /[^ ]*/resolve/[0-9a-f]{40}/(\S+) HTTP/1\.1" 200', log)
+
+
+def store_state(host: str) -> dict:
+    return json.loads(on_host(host, f"cat {CACHE}/state.json").stdout)
+
+
+def manifest(revision: str) -> dict:
+    return json.loads(on_host("gpu-01", f"cat {CACHE}/manifests/{revision}.json").stdout)
+
+
+def test_a_branch_as_revision_is_refused_before_any_host_is_touched(lab, tmp_path):
+    inventory = lab_inventory(tmp_path / "branch.py", model={"revision": "main"})
+    result = pyinfra("deploys/model.py", inventory=inventory)
+    assert result.returncode != 0
+    for host in HOSTS:
+        assert f"{host}: model.revision: 'main' is not a commit sha: pin the full 40-hex commit" in result.stderr
+        assert on_host(host, "test -e /etc/k3ops", check=False).returncode == 1
+
+
+def test_the_fleet_fetches_from_the_hub_once(lab):
+    report = deploy()
+    assert changed_operations(report)
+    files = manifest(FIRST)["files"]
+    total = sum(entry["size"] for entry in files)
+    assert sorted(hub_downloads()) == sorted(entry["path"] for entry in files)
+    states = {host: store_state(host) for host in HOSTS}
+    assert sum(state["bytes_from_hub"] for state in states.values()) == total
+    assert states["gpu-01"]["bytes_from_peers"] == 0
+    for host in ("gpu-02", "gpu-03"):  # bytes on the wire: the files plus rsync's own few hundred
+        assert total <= states[host]["bytes_from_peers"] < total * 1.01
+    for host in HOSTS:
+        assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{FIRST}"
+
+
+def test_host_checks_pass(lab):
+    checks = host_checks(checks="tests/hosts/test_model.py")
+    assert checks.returncode == 0, checks.stdout[-4000:]
+    assert " passed" in checks.stdout and " failed" not in checks.stdout
+
+
+def test_second_run_changes_nothing(lab):
+    before = len(hub_downloads())
+    assert changed_operations(deploy()) == []
+    assert len(hub_downloads()) == before
+
+
+def test_status_shows_each_host(lab):
+    status = k3ops("model", "status", "inventory/lab.py")
+    for host in HOSTS:
+        assert re.search(rf"^{host}\s+tiny-k3\s+{FIRST[:12]}\s+yes\s+active\s", status.stdout, re.MULTILINE), status.stdout
+    rows = json.loads(k3ops("model", "status", "inventory/lab.py", "--json").stdout)
+    assert [row["bad_files"] for row in rows] == [[], [], []]
+
+
+def test_a_corrupt_byte_is_found_and_repaired_from_a_peer(lab):
+    shard = "model-00002-of-00002.safetensors"
+    path = f"{CACHE}/current/{shard}"
+    original = on_host("gpu-02", f"sha256sum {path}").stdout.split()[0]
+    on_host("gpu-02", f"printf '\\x5a' | dd of={path} bs=1 seek=4096 conv=notrunc status=none")
+    verify = k3ops("model", "verify", "inventory/lab.py", check=False)
+    assert verify.returncode == 1 and "gpu-02" in verify.stderr
+    assert store_state("gpu-02")["bad_files"] == [shard]
+    downloads, from_peers = len(hub_downloads()), store_state("gpu-02")["bytes_from_peers"]
+    assert changed_operations(deploy())
+    assert on_host("gpu-02", f"sha256sum {path}").stdout.split()[0] == original
+    assert store_state("gpu-02")["bad_files"] == []
+    assert len(hub_downloads()) == downloads
+    assert store_state("gpu-02")["bytes_from_peers"] > from_peers
+
+
+def test_a_killed_fetch_resumes_and_completes(lab, tmp_path):
+    """gpu-03 loses its copy and copies it again from gpu-01 at 50 KiB/s; stopped part-way (SIGTERM, as
+    `systemctl stop` or a shutdown sends), the next run goes on from the bytes already there."""
+    slow = lab_inventory(tmp_path / "slow.py", model_peer_bwlimit_mib=0.05)
+    total = sum(entry["size"] for entry in manifest(FIRST)["files"])
+    on_host("gpu-03", f"rm -rf {CACHE}")
+    run = subprocess.Popen([str(Path(sys.executable).parent / "pyinfra"), "-y", slow, "--limit", "gpu-03",
+                            "deploys/model.py"], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done = on_host("gpu-03", f"cat {CACHE}/state.json 2>/dev/null || echo {{}}").stdout
+            if 0 < json.loads(done).get("bytes_done", 0) < total // 2:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the slow copy never started")
+        on_host("gpu-03", "systemctl kill k3ops-model-fetch@tiny-k3.service")
+        assert run.wait(timeout=120) != 0
+    finally:
+        run.kill()
+    left = json.loads(on_host("gpu-03", f"cat {CACHE}/state.json").stdout)
+    assert left["phase"] != "active" and on_host("gpu-03", f"test -e {CACHE}/current", check=False).returncode == 1
+    deploy("inventory/lab.py", "--limit", "gpu-03")
+    resumed = store_state("gpu-03")
+    assert resumed["active"] == FIRST and resumed["bytes_from_hub"] == 0
+    assert 0 < resumed["bytes_from_peers"] < total
+
+
+def test_a_disk_too_small_is_refused_before_any_byte_is_fetched(lab):
+    on_host("gpu-03", f"rm -rf {CACHE}")
+    free = int(on_host("gpu-03", "df --output=avail -B1 /srv/k3ops/models | tail -1").stdout)
+    on_host("gpu-03", f"fallocate -l {free - 64 * 1024 * 1024} /srv/k3ops/models/filler")
+    try:
+        result = pyinfra("deploys/model.py", "--limit", "gpu-03")
+        assert result.returncode != 0
+        assert "not enough space on /srv/k3ops/models for k3ops-lab/tiny-k3@" in result.stdout + result.stderr
+        assert on_host("gpu-03", f"find {CACHE}/staging -type f | wc -l").stdout.strip() == "0"
+        assert store_state("gpu-03")["phase"] == "failed"
+    finally:
+        on_host("gpu-03", "rm -f /srv/k3ops/models/filler")
+    deploy("inventory/lab.py", "--limit", "gpu-03")
+    assert store_state("gpu-03")["active"] == FIRST
+
+
+def test_a_second_revision_keeps_the_first_for_rollback(lab, tmp_path):
+    second = lab_inventory(tmp_path / "second.py", model={"revision": SECOND})
+    before = hub_downloads()
+    deploy(second)
+    changed = {entry["path"]: entry for entry in manifest(SECOND)["files"]}
+    unchanged = {entry["path"] for entry in manifest(FIRST)["files"] if changed.get(entry["path"]) == entry}
+    new_downloads = hub_downloads()[len(before):]
+    assert sorted(new_downloads) == sorted(set(changed) - unchanged)
+    for host in HOSTS:
+        assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{SECOND}"
+        assert store_state(host)["history"] == [FIRST]
+    rolled = k3ops("model", "rollback", second)
+    for host in HOSTS:
+        assert f"{host}: tiny-k3: active revision is now {FIRST}" in rolled.stdout
+        assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{FIRST}"
