@@ -107,6 +107,27 @@ def _model_action(args) -> int:
     return 0 if all(outcome.ok for outcome in outcomes) else 1
 
 
+def _serve_status(args) -> int:
+    from .serve_commands import format_status, status
+
+    rows, failed = status(args.inventory)
+    print(json.dumps(rows, indent=1) if args.json else format_status(rows))
+    for outcome in failed:
+        print(f"{outcome.host}: {outcome.stderr.strip() or 'status failed'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _serve_chat(args) -> int:
+    from .serve_commands import chat
+
+    outcomes = chat(args.inventory, args.message)
+    for outcome in outcomes:
+        answer = outcome.stdout.strip() if outcome.ok else outcome.stderr.strip().splitlines()[-1:]
+        print(f"{outcome.host}: {answer!r}" if outcome.ok else f"{outcome.host}: failed: {answer}",
+              file=sys.stdout if outcome.ok else sys.stderr)
+    return 0 if outcomes and all(outcome.ok for outcome in outcomes) else 1
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -147,6 +168,17 @@ def parser() -> argparse.ArgumentParser:
         action = model_commands.add_parser(name, help=help_text)
         action.add_argument("inventory")
         action.set_defaults(handler=_model_action)
+
+    serve = commands.add_parser("serve", help="the engines serving the model")
+    serve_commands = serve.add_subparsers(dest="serve_command", required=True)
+    serve_status = serve_commands.add_parser("status", help="unit state, revision served, health, load, KV cache")
+    serve_status.add_argument("inventory")
+    serve_status.add_argument("--json", action="store_true")
+    serve_status.set_defaults(handler=_serve_status)
+    serve_chat = serve_commands.add_parser("chat", help="one chat completion from every engine, through its API")
+    serve_chat.add_argument("inventory")
+    serve_chat.add_argument("--message", default="Hello!")
+    serve_chat.set_defaults(handler=_serve_chat)
 
     check = commands.add_parser("check", help="run the host checks (tests/hosts) against an inventory")
     check.add_argument("inventory")

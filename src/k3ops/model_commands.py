@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from . import table
 from .deploys.checkpoint import CONFIG_DIR
 from .facts.checkpoint import CHECKPOINT_COMMAND
 from .remote import Outcome, as_root, run_on_hosts
@@ -40,8 +41,7 @@ def status(inventory: str) -> tuple[list[dict], list[Outcome]]:
 
 
 def format_status(rows: list[dict]) -> str:
-    header = ("HOST", "MODEL", "ACTIVE", "PINNED", "PHASE", "DONE", "RATE", "VERIFIED", "FREE")
-    lines = [header]
+    lines = []
     for row in rows:
         total, done = row.get("bytes_total") or 0, row.get("bytes_done") or 0
         bad = row.get("bad_files") or []
@@ -53,8 +53,7 @@ def format_status(rows: list[dict]) -> str:
             f"{_size(row.get('rate_bytes_per_s') or 0)}/s", f"{len(bad)} bad files" if bad else row.get("verification", "-"),
             _size(row.get("free_bytes") or 0),
         ))
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
+    return table.render(("HOST", "MODEL", "ACTIVE", "PINNED", "PHASE", "DONE", "RATE", "VERIFIED", "FREE"), lines)
 
 
 def _size(count: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from k3ops.inventory import testinfra_hosts
+from k3ops.spec.engine import EngineHostSpec
 from k3ops.spec.host import GpuHostSpec
 from k3ops.spec.model import ModelHostSpec
 
@@ -34,15 +35,17 @@ def _hosts(config):
 
 
 def pytest_generate_tests(metafunc):
-    """Parametrize by host; a test that takes `model` runs on the hosts whose data names a model."""
+    """Parametrize by host; a test that takes `model` (or `engine`) runs on the hosts whose data names one."""
     if "host" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("applies_to")
     selected = [(host, spec) for host, spec in _hosts(metafunc.config)
                 if marker is None or spec.gpu_vendor in marker.args]
-    if "model" in metafunc.fixturenames:
-        with_model = [(host, spec, ModelHostSpec.model_validate(host.inventory_data)) for host, spec in selected]
-        with_model = [case for case in with_model if case[2].model is not None]
-        metafunc.parametrize("host, spec, model", with_model, ids=[case[0].inventory_name for case in with_model])
-        return
+    for name, read in (("engine", lambda data: EngineHostSpec.model_validate(data).engine),
+                       ("model", lambda data: ModelHostSpec.model_validate(data))):
+        if name in metafunc.fixturenames:
+            cases = [(host, spec, read(host.inventory_data)) for host, spec in selected]
+            cases = [case for case in cases if case[2] is not None and getattr(case[2], "model", True) is not None]
+            metafunc.parametrize(f"host, spec, {name}", cases, ids=[case[0].inventory_name for case in cases])
+            return
     metafunc.parametrize("host, spec", selected, ids=[host.inventory_name for host, _ in selected])

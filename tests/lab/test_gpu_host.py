@@ -8,8 +8,9 @@ import json
 from .conftest import host_checks, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
-# This module runs deploys/gpu_host.py only; the model's checks belong to tests/lab/test_model.py.
-GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py")
+# This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
+# tests/lab/test_model.py and tests/lab/test_serving.py.
+GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
 
 
 def deploy() -> dict:

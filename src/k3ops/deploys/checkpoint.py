@@ -15,7 +15,7 @@ from os import environ
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pyinfra import host, inventory
+from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.server import Which
 from pyinfra.operations import apt, files, pip, server, systemd
@@ -25,7 +25,7 @@ from ..facts.checkpoint import CHECKPOINT_COMMAND
 from ..operations import checkpoint
 from ..spec import host_spec, model_host_spec
 from ..spec.model import ModelHostSpec
-from . import TEMPLATES
+from . import TEMPLATES, fleet
 
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
 VENV = "/opt/k3ops/venv"
@@ -139,17 +139,12 @@ def fetch_config(model_host: ModelHostSpec) -> str:
 
 
 def peer_fleet(model_host: ModelHostSpec) -> list[tuple[str, str]]:
-    """(name, address) of the inventory's hosts that serve the same revision from peers, in inventory order.
-
-    The whole inventory, not only this run's hosts: a host redeployed alone (`--limit`) still copies
-    from its peers instead of downloading from the Hub.
-    """
-    fleet = []
-    for other in inventory:
+    """(name, address) of the inventory's hosts that serve the same revision from peers."""
+    def same(other) -> bool:
         data = ModelHostSpec.model_validate(other.data.dict())
-        if data.model == model_host.model and data.model_source == "peers":
-            fleet.append((other.name, data.peer_address or other.data.get("ssh_hostname") or other.name))
-    return fleet
+        return data.model == model_host.model and data.model_source == "peers"
+
+    return [(member.name, fleet.address(member)) for member in fleet.members(same)]
 
 
 def fan_out_sources(name: str, fleet: list[tuple[str, str]]) -> list[str]:

@@ -2,12 +2,12 @@
 
 Host data carries what a deploy would read from a real inventory (SSH access, the hardware the
 host has) plus the URLs of the lab's simulated vendor repositories, Hub and wheels in place of the
-real ones, and the lab Hub's tiny model pinned at its first revision.
+real ones, the lab Hub's tiny model pinned at its first revision, and llama-server serving it.
 """
 
 from __future__ import annotations
 
-from . import hub, state, vendor_repo, wheelhouse
+from . import hub, llama_server, state, vendor_repo, wheelhouse
 from .profiles import get_profile
 from .services import vendor_repo_url
 
@@ -57,6 +57,13 @@ def host_data(host: state.LabHost) -> dict:
         "model_peer_key": str(state.CACHE_DIR / "ssh" / "peer_ed25519"),
         "model_cache_headroom_gib": LAB_HEADROOM_GIB,
         "model_peer_wait_seconds": LAB_PEER_WAIT_SECONDS,
+        "engine": {
+            # Every lab host serves the tiny GGUF with llama-server on CPU, on its lab address with a key.
+            "recipe": "llama.cpp-gguf", "binary_url": llama_server.url(), "binary_sha256": llama_server.sha256(),
+            "model_file": "tiny-k3.gguf", "host": host.address, "api_key_file": str(state.api_key()),
+            "args": {"--ctx-size": 2048}, "health_interval_seconds": 5, "health_failures": 2,
+            "start_timeout_seconds": 300, "ready_timeout_seconds": 300,
+        },
     }
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import hosts, hub, image, network, services, state, vendor_repo, wheelhouse
+from . import hosts, hub, image, llama_server, network, services, state, vendor_repo, wheelhouse
 from .debian import controller_mirrors
 from .profiles import DEFAULT_PROFILE, get_profile
 
@@ -43,9 +44,11 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, l
                                for i, profile in enumerate(wanted)])
     mirrors = controller_mirrors()
     _ensure_ssh_key()
+    _ensure_api_key()
     base = image.base_image(mirrors, log=log)
     repo = vendor_repo.build(log=log)
     wheelhouse.publish(wheelhouse.build(log=log), repo)
+    llama_server.publish(llama_server.build(log=log), repo)
     hub.build(log=log)
     network.create_bridge()
     services.start_apt_proxy()
@@ -110,6 +113,15 @@ def down(log=print) -> None:
     network.delete_bridge()
     if known:
         log(f"lab down: removed {len(known)} hosts")
+
+
+def _ensure_api_key() -> None:
+    """The key the lab's engines require (they listen on the lab network, not only on loopback)."""
+    key = state.api_key()
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key.touch(mode=0o600)
+        key.write_text(secrets.token_urlsafe(32) + "\n")
 
 
 def _ensure_ssh_key() -> None:

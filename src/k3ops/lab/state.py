@@ -70,6 +70,11 @@ def ssh_key() -> Path:
     return CACHE_DIR / "ssh" / "id_ed25519"
 
 
+def api_key() -> Path:
+    """The API key the lab's engines require (in the cache, beside the SSH key)."""
+    return CACHE_DIR / "ssh" / "engine-api-key"
+
+
 def load() -> Lab | None:
     try:
         data = json.loads(state_file().read_text())

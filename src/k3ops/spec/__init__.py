@@ -13,10 +13,11 @@ from pathlib import Path
 from pydantic import ValidationError
 from pyinfra.api.exceptions import InventoryError
 
+from .engine import EngineHostSpec
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec)
+SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 

@@ -1,0 +1,114 @@
+"""The engine serving the model: its pinned artifact, its unit and watchdog, and a wait until it answers.
+
+The unit reads the checkpoint from the cache's active revision with the Hub off; the engine restarts
+when its unit, its secrets or the active revision change, and only then.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.systemd import SystemdStatus
+from pyinfra.operations import docker, files, server, systemd
+
+from ..engines import watchdog
+from ..engines.recipes import Recipe, recipe
+from ..engines.units import API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, unit_variables
+from ..facts.engine import EngineState
+from ..operations import engine as engine_operations
+from ..spec import host_spec, model_host_spec
+from ..spec.engine import EngineHostSpec, EngineSpec
+from . import TEMPLATES, fleet
+
+LLAMA_CPP_DIR = "/opt/k3ops/llama.cpp"
+
+
+@deploy("Engine")
+def engine_service() -> None:
+    spec, model_host = host_spec(host), model_host_spec(host)
+    engine = EngineHostSpec.model_validate(host.data.dict()).engine
+    if engine is None:
+        host.noop("no engine in this host's data")
+        return
+    found = recipe(engine.recipe, spec.hardware_profile)
+    model_dir = f"{model_host.model_cache_path}/{model_host.model.name}"
+    rank, head = cluster_position(engine)
+    values = unit_variables(found=found, engine=engine, served_name=model_host.model.name, model_dir=model_dir,
+                            cache_path=model_host.model_cache_path, service_user=spec.service_user,
+                            gpu_vendor=spec.gpu_vendor, node_rank=rank, head_address=head)
+    if found.image:
+        image = f"{engine.image or found.image}@{engine.image_digest}"
+        docker.image(name=f"Pull {image}", image=image)
+    else:
+        llama_server(engine)
+    user = spec.service_user
+    files.directory(name=f"Engine state {STATE_DIR}", path=STATE_DIR, user=user, group=user, mode="750")
+    files.directory(name="Engine caches (compiled kernels)", path=f"{STATE_DIR}/cache", user=user, group=user,
+                    mode="750")
+    secrets = api_key(engine, found, user)
+    files.put(name="Engine watchdog", src=watchdog.__file__, dest=WATCHDOG, mode="755")
+    # A multi-node worker serves no HTTP: the head's checks and readiness stand for the whole engine.
+    templates = [(UNIT, "k3ops-engine.service")] + ([] if rank else [
+        ("k3ops-engine-watchdog.service", "k3ops-engine-watchdog.service"),
+        ("k3ops-engine-watchdog.timer", "k3ops-engine-watchdog.timer")])
+    units = [files.template(name=f"Unit {name}", src=str(TEMPLATES / "systemd" / f"{template}.j2"),
+                            dest=f"/etc/systemd/system/{name}", mode="644", **values) for name, template in templates]
+    systemd.daemon_reload(name="Reload systemd for the engine units", _if=lambda: any(u.did_change() for u in units))
+    loaded = f"{model_dir}/revisions/{model_host.model.revision}"
+
+    def running_stale() -> bool:
+        """Running, but on an old unit, key or revision: restart it (once, before the start below)."""
+        if not host.get_fact(SystemdStatus).get(UNIT):
+            return False
+        state = host.get_fact(EngineState, health_url=values["health_url"], models_url=values["models_url"],
+                              served_name=model_host.model.name)
+        return any(op.did_change() for op in [*units, *secrets]) or state["revision"] not in (None, loaded)
+
+    systemd.service(name="Restart the engine onto its new unit, key or revision", service=UNIT, restarted=True,
+                    _if=running_stale)
+    systemd.service(name=f"Engine {found.engine} ({found.name})", service=UNIT, running=True, enabled=True)
+    if rank == 0:
+        systemd.service(name="Engine watchdog timer", service="k3ops-engine-watchdog.timer", running=True,
+                        enabled=True)
+        engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
+                                health_url=values["health_url"], models_url=values["models_url"],
+                                served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)
+
+
+def llama_server(engine: EngineSpec) -> None:
+    """A pinned llama-server build: downloaded, checked against its sha256, unpacked once."""
+    release = f"{LLAMA_CPP_DIR}/{engine.binary_sha256[:16]}"
+    files.directory(name=f"Directory {LLAMA_CPP_DIR}", path=LLAMA_CPP_DIR, mode="755")
+    archive = files.download(name="Download the pinned llama-server build", src=engine.binary_url,
+                             dest=f"{release}.tar.gz", sha256sum=engine.binary_sha256)
+    files.directory(name=f"Directory {release}", path=release, mode="755")
+    server.shell(name="Unpack llama-server", commands=[f"tar -xzf {release}.tar.gz -C {release}"],
+                 _if=archive.did_change)
+    files.link(name=f"{LLAMA_CPP_DIR}/bin is the pinned build", path=f"{LLAMA_CPP_DIR}/bin", target=f"{release}/bin")
+
+
+def api_key(engine: EngineSpec, found: Recipe, user: str) -> list:
+    """The engine's secrets file (root:service user, 0640), with the API key when data names one."""
+    files.directory(name="Directory /etc/k3ops", path="/etc/k3ops", mode="755")
+    lines = ""
+    if engine.api_key_file:
+        key = Path(engine.api_key_file).expanduser().read_text().strip()
+        lines = f"{API_KEY_VARIABLE[found.engine]}={key}\n"
+    return [files.put(name=f"Engine secrets {SECRETS_FILE}", src=StringIO(lines), dest=SECRETS_FILE, user="root",
+                      group=user, mode="640")]
+
+
+def cluster_position(engine: EngineSpec) -> tuple[int, str]:
+    """This host's rank in its multi-node engine and the head's address ((0, "") for one node)."""
+    if engine.cluster is None:
+        return 0, ""
+
+    def same(other) -> bool:
+        other_engine = EngineHostSpec.model_validate(other.data.dict()).engine
+        return other_engine is not None and other_engine.cluster == engine.cluster
+
+    cluster = fleet.members(same)
+    return [member.name for member in cluster].index(host.name), fleet.address(cluster[0])

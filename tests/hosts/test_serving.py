@@ -1,0 +1,45 @@
+"""The engine serving the model (k3ops.deploys.serving): unit, user, bind address, secrets, watchdog, health."""
+
+import ipaddress
+import re
+
+from k3ops.engines.recipes import RECIPES
+from k3ops.engines.units import SECRETS_FILE, UNIT, WATCHDOG, health_host
+
+
+def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine):
+    service = host.service(UNIT)
+    assert service.is_enabled and service.is_running
+    shown = host.check_output(f"systemctl show {UNIT} --property User --property Restart")
+    assert f"User={spec.service_user}" in shown and "Restart=always" in shown
+    assert host.service("k3ops-engine-watchdog.timer").is_running
+
+
+def test_engine_listens_only_where_data_says(host, spec, engine):
+    port = engine.port or RECIPES[engine.recipe].port
+    listening = re.findall(rf"^LISTEN\s+\S+\s+\S+\s+(\S+):{port}\s", host.check_output(f"ss -Hltn sport = :{port}"),
+                           re.MULTILINE)
+    assert listening, f"nothing listens on port {port}"
+    for address in listening:
+        bound = address.strip("[]")
+        assert bound == engine.host or (ipaddress.ip_address(engine.host).is_unspecified and bound in ("*", "0.0.0.0"))
+
+
+def test_engine_serves_the_pinned_model(host, spec, engine):
+    name = host.inventory_data["model"]["name"]
+    base = f"http://{health_host(engine.host)}:{engine.port or RECIPES[engine.recipe].port}"
+    checked = host.check_output(f"{WATCHDOG} --check --url {base}/health --models-url {base}/v1/models "
+                                f"--served-name {name} --secrets {SECRETS_FILE}")
+    assert checked == "ready: True healthy"
+    revision = host.inventory_data["model"]["revision"]
+    assert host.check_output("cat /var/lib/k3ops/engine/revision").endswith(f"/revisions/{revision}")
+
+
+def test_engine_secrets_stay_private(host, spec, engine):
+    secrets = host.file(SECRETS_FILE)
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", spec.service_user, 0o640)
+    values = [line.split("=", 1)[1] for line in host.check_output(f"cat {SECRETS_FILE}").splitlines() if "=" in line]
+    shown = host.check_output(f"systemctl show {UNIT} k3ops-engine-watchdog.service")
+    processes = host.check_output("ps -eo args")
+    for value in values:
+        assert value not in shown and value not in processes

@@ -1,0 +1,102 @@
+"""deploys/k3.py end to end on a 2-host lab: GPU host, model, and llama-server serving the pinned tiny
+model; a rerun changes nothing; the watchdog heals a killed or hung engine."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from k3ops.lab.inventory import groups
+
+from .conftest import host_checks, k3ops, on_host, pyinfra
+
+LAB_PROFILES = ("cpu", "cpu")
+HOSTS = ("gpu-01", "gpu-02")
+UNIT = "k3ops-engine.service"
+
+
+def deploy() -> dict:
+    result = pyinfra("--json", "deploys/k3.py", env={"HF_TOKEN": "hf_labTokenNeverLogged0123456789"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def changed_operations(report: dict) -> list[str]:
+    return [op["name"] for op in report["results"]["operations"] if op["success"]]
+
+
+def engine_data(host: str) -> dict:
+    return next(data["engine"] for hosts in groups().values() for name, data in hosts if name == host)
+
+
+def chat(host: str) -> dict:
+    """A chat completion from the host's engine, asked on the host itself with its API key (the key goes
+    through a header file, so it is on no command line)."""
+    body = json.dumps({"model": "tiny-k3", "max_tokens": 8, "messages": [{"role": "user", "content": "Hello"}]})
+    answer = on_host(host, ". /etc/k3ops/engine.env; printf 'Authorization: Bearer %s\\n' \"$LLAMA_API_KEY\" > /run/k3ops-h; "
+                           f"curl -sS --fail -H @/run/k3ops-h -H 'Content-Type: application/json' -d '{body}' "
+                           f"http://{engine_data(host)['host']}:8080/v1/chat/completions; rm -f /run/k3ops-h").stdout
+    return json.loads(answer)
+
+
+def main_pid(host: str) -> int:
+    return int(on_host(host, f"systemctl show --property MainPID --value {UNIT}").stdout)
+
+
+def wait_until(predicate, timeout: float, what: str) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(1)
+    raise AssertionError(f"{what} did not happen within {timeout:.0f} s")
+
+
+def test_k3_converges_and_every_host_answers_a_chat(lab):
+    assert changed_operations(deploy())
+    for host in HOSTS:
+        answer = chat(host)
+        assert answer["model"] == "tiny-k3" and answer["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_the_api_refuses_requests_without_the_key(lab):
+    address = engine_data("gpu-01")["host"]
+    status = on_host("gpu-01", "curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' "
+                               "-d '{\"model\": \"tiny-k3\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}' "
+                               f"http://{address}:8080/v1/chat/completions", check=False).stdout
+    assert status == "401"
+
+
+def test_host_checks_pass(lab):
+    checks = host_checks()
+    assert checks.returncode == 0, checks.stdout[-4000:]
+    assert " failed" not in checks.stdout
+
+
+def test_second_run_changes_nothing(lab):
+    assert changed_operations(deploy()) == []
+
+
+def test_serve_status_shows_each_engine(lab):
+    rows = json.loads(k3ops("serve", "status", "inventory/lab.py", "--json").stdout)
+    assert [(row["host"], row["unit"], row["ready"]) for row in rows] == [(h, "active", "True healthy") for h in HOSTS]
+    assert all(row["requests_running"] is not None for row in rows)
+
+
+def test_a_killed_engine_comes_back(lab):
+    before = main_pid("gpu-01")
+    on_host("gpu-01", f"kill -9 {before}")
+    wait_until(lambda: main_pid("gpu-01") not in (0, before) and chat("gpu-01")["choices"], 60, "a restart")
+
+
+def test_a_hung_engine_is_restarted_by_the_watchdog(lab):
+    """SIGSTOP: the process lives and its port stays open, but nothing answers (llama-server after a CUDA OOM)."""
+    before = main_pid("gpu-02")
+    on_host("gpu-02", f"kill -STOP {before}")
+    engine = engine_data("gpu-02")
+    window = engine["health_interval_seconds"] * (engine["health_failures"] + 1) + 30
+    healed = wait_until(lambda: main_pid("gpu-02") not in (0, before), window, "the watchdog's restart")
+    assert "restarting: 2 failed health checks in a row" in on_host(
+        "gpu-02", "journalctl --unit k3ops-engine-watchdog.service --no-pager --output cat").stdout
+    wait_until(lambda: chat("gpu-02")["choices"], 60, "serving again")
+    assert healed < window
