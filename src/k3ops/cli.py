@@ -87,11 +87,13 @@ def _check(args) -> int:
     return subprocess.run(command, cwd=REPO_ROOT).returncode
 
 
-def _model_status(args) -> int:
-    from .model_commands import format_status, status
+def _status(args) -> int:
+    """`k3ops model status` and `k3ops serve status`: a table (or JSON) of every host, and who could not say."""
+    import importlib
 
-    rows, failed = status(args.inventory)
-    print(json.dumps(rows, indent=1) if args.json else format_status(rows))
+    commands = importlib.import_module(f"k3ops.{args.command}_commands")
+    rows, failed = commands.status(args.inventory)
+    print(json.dumps(rows, indent=1) if args.json else commands.format_status(rows))
     for outcome in failed:
         print(f"{outcome.host}: {outcome.stderr.strip() or 'status failed'}", file=sys.stderr)
     return 1 if failed else 0
@@ -105,16 +107,6 @@ def _model_action(args) -> int:
         what = (outcome.stdout + outcome.stderr).strip() or ("done" if outcome.ok else "failed")
         print(f"{outcome.host}: {what}", file=sys.stdout if outcome.ok else sys.stderr)
     return 0 if all(outcome.ok for outcome in outcomes) else 1
-
-
-def _serve_status(args) -> int:
-    from .serve_commands import format_status, status
-
-    rows, failed = status(args.inventory)
-    print(json.dumps(rows, indent=1) if args.json else format_status(rows))
-    for outcome in failed:
-        print(f"{outcome.host}: {outcome.stderr.strip() or 'status failed'}", file=sys.stderr)
-    return 1 if failed else 0
 
 
 def _serve_chat(args) -> int:
@@ -162,7 +154,7 @@ def parser() -> argparse.ArgumentParser:
     model_status = model_commands.add_parser("status", help="active and staged revision, progress, verification")
     model_status.add_argument("inventory")
     model_status.add_argument("--json", action="store_true")
-    model_status.set_defaults(handler=_model_status)
+    model_status.set_defaults(handler=_status)
     for name, help_text in (("verify", "re-hash every host's active revision now (bad files: the next deploy repairs)"),
                             ("rollback", "make the previous revision active again on every host (one rename)")):
         action = model_commands.add_parser(name, help=help_text)
@@ -174,7 +166,7 @@ def parser() -> argparse.ArgumentParser:
     serve_status = serve_commands.add_parser("status", help="unit state, revision served, health, load, KV cache")
     serve_status.add_argument("inventory")
     serve_status.add_argument("--json", action="store_true")
-    serve_status.set_defaults(handler=_serve_status)
+    serve_status.set_defaults(handler=_status)
     serve_chat = serve_commands.add_parser("chat", help="one chat completion from every engine, through its API")
     serve_chat.add_argument("inventory")
     serve_chat.add_argument("--message", default="Hello!")

@@ -8,14 +8,15 @@ an API key is required; the key, like HF_TOKEN, lives in a file, never in invent
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..engines.recipes import RECIPES, RecipeError, arguments, recipe
+from .host import HTTP_URL
 
 DIGEST = r"^sha256:[0-9a-f]{64}$"
 SHA256 = r"^[0-9a-f]{64}$"
-HTTP_URL = r"^https?://[^\s/]+(/\S*)?$"
 FLAG = r"^--[a-z0-9][a-z0-9-]*$"
 
 
@@ -54,8 +55,6 @@ class EngineSpec(BaseModel):
     @field_validator("args")
     @classmethod
     def _flags(cls, value: dict) -> dict:
-        import re
-
         for flag in value:
             if not re.match(FLAG, flag):
                 raise ValueError(f"{flag!r} is not a long flag like '--max-model-len'")

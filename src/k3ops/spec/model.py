@@ -12,11 +12,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .host import HTTP_URL
+
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 REPO_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 MODEL_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 ABSOLUTE_PATH = r"^/[^\s]*[^/\s]$"
-HTTP_URL = r"^https?://[^\s/]+(/\S*)?$"
 DEVICE_PATH = r"^/dev/\S+$"
 
 
