@@ -10,7 +10,7 @@ from io import StringIO
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import DeployError, deploy
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import docker, files, server, systemd
 
@@ -65,7 +65,7 @@ def engine_service() -> None:
             return False
         state = host.get_fact(EngineState, health_url=values["health_url"], models_url=values["models_url"],
                               served_name=model_host.model.name)
-        return any(op.did_change() for op in [*units, *secrets]) or state["revision"] not in (None, loaded)
+        return any(op.did_change() for op in [*units, secrets]) or state["revision"] not in (None, loaded)
 
     systemd.service(name="Restart the engine onto its new unit, key or revision", service=UNIT, restarted=True,
                     _if=running_stale)
@@ -90,15 +90,19 @@ def llama_server(engine: EngineSpec) -> None:
     files.link(name=f"{LLAMA_CPP_DIR}/bin is the pinned build", path=f"{LLAMA_CPP_DIR}/bin", target=f"{release}/bin")
 
 
-def api_key(engine: EngineSpec, found: Recipe, user: str) -> list:
+def api_key(engine: EngineSpec, found: Recipe, user: str):
     """The engine's secrets file (root:service user, 0640), with the API key when data names one."""
     files.directory(name="Directory /etc/k3ops", path="/etc/k3ops", mode="755")
     lines = ""
     if engine.api_key_file:
-        key = Path(engine.api_key_file).expanduser().read_text().strip()
-        lines = f"{API_KEY_VARIABLE[found.engine]}={key}\n"
-    return [files.put(name=f"Engine secrets {SECRETS_FILE}", src=StringIO(lines), dest=SECRETS_FILE, user="root",
-                      group=user, mode="640")]
+        path = Path(engine.api_key_file).expanduser()
+        try:
+            lines = f"{API_KEY_VARIABLE[found.engine]}={path.read_text().strip()}\n"
+        except OSError as error:
+            raise DeployError(f"{host.name}: engine.api_key_file: cannot read {path} on this controller: "
+                              f"{error.strerror}") from None
+    return files.put(name=f"Engine secrets {SECRETS_FILE}", src=StringIO(lines), dest=SECRETS_FILE, user="root",
+                     group=user, mode="640")
 
 
 def cluster_position(engine: EngineSpec) -> tuple[int, str]:
