@@ -120,6 +120,13 @@ def _serve_chat(args) -> int:
     return 0 if outcomes and all(outcome.ok for outcome in outcomes) else 1
 
 
+def _status_parser(subcommands, help_text: str) -> None:
+    status = subcommands.add_parser("status", help=help_text)
+    status.add_argument("inventory")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -151,10 +158,7 @@ def parser() -> argparse.ArgumentParser:
 
     model = commands.add_parser("model", help="the pinned checkpoint on every host of an inventory")
     model_commands = model.add_subparsers(dest="model_command", required=True)
-    model_status = model_commands.add_parser("status", help="active and staged revision, progress, verification")
-    model_status.add_argument("inventory")
-    model_status.add_argument("--json", action="store_true")
-    model_status.set_defaults(handler=_status)
+    _status_parser(model_commands, "active and staged revision, progress, verification")
     for name, help_text in (("verify", "re-hash every host's active revision now (bad files: the next deploy repairs)"),
                             ("rollback", "make the previous revision active again on every host (one rename)")):
         action = model_commands.add_parser(name, help=help_text)
@@ -163,10 +167,7 @@ def parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="the engines serving the model")
     serve_commands = serve.add_subparsers(dest="serve_command", required=True)
-    serve_status = serve_commands.add_parser("status", help="unit state, revision served, health, load, KV cache")
-    serve_status.add_argument("inventory")
-    serve_status.add_argument("--json", action="store_true")
-    serve_status.set_defaults(handler=_status)
+    _status_parser(serve_commands, "unit state, revision served, health, load, KV cache")
     serve_chat = serve_commands.add_parser("chat", help="one chat completion from every engine, through its API")
     serve_chat.add_argument("inventory")
     serve_chat.add_argument("--message", default="Hello!")

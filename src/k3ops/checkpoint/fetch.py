@@ -42,7 +42,6 @@ class FetchConfig:
     headroom_bytes: int
     rollback_depth: int
     peers: list[str] = field(default_factory=list)  # in the order to ask them: parent first
-    use_hub: bool = True  # when no peer can serve the revision
     peer_wait_seconds: int = 0
     peer_key: str = ""
     peer_bwlimit_kib: int | None = None
@@ -191,8 +190,6 @@ def _fill(config: FetchConfig, store: ModelStore, manifest: Manifest, staging: P
             store.update_state(bytes_from_peers=store.state().get("bytes_from_peers", 0) + pulled)
             log(f"{config.name}: copied {pulled} bytes from peer {peer}")
             return
-        if not config.use_hub:
-            raise FetchError(f"no peer could supply {config.revision} and this host may not use the Hub")
         store.update_state(phase="downloading", source="hub", message=f"downloading {len(todo)} files from the Hub")
         fetched = download_from_hub(manifest, todo, staging, config.endpoint)
         store.update_state(bytes_from_hub=store.state().get("bytes_from_hub", 0) + fetched)

@@ -131,7 +131,7 @@ def fetch_config(model_host: ModelHostSpec) -> str:
         "allow_patterns": model.allow_patterns, "ignore_patterns": model.ignore_patterns,
         "cache_path": model_host.model_cache_path, "endpoint": model_host.hf_endpoint,
         "headroom_bytes": int(model_host.model_cache_headroom_gib * GIB), "rollback_depth": model.rollback_depth,
-        "peers": peers, "use_hub": True, "peer_wait_seconds": model_host.model_peer_wait_seconds,
+        "peers": peers, "peer_wait_seconds": model_host.model_peer_wait_seconds,
         "peer_key": peer_key_path(host_spec(host).service_user),
         "require_mount": bool(host_spec(host).nvme_devices),
         "peer_bwlimit_kib": int(model_host.model_peer_bwlimit_mib * 1024) if model_host.model_peer_bwlimit_mib else None,
