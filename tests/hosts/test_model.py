@@ -49,10 +49,10 @@ def test_rollback_depth_bounds_the_revisions_kept(host, spec, model):
     assert len(checkpoint_state(host, model)["installed"]) <= 1 + model.model.rollback_depth
 
 
-def test_hub_token_is_readable_only_by_root_and_the_service_user(host, spec, model):
+def test_hub_token_is_readable_only_by_root(host, spec, model):
     token = host.file(TOKEN_FILE)
     if token.exists:
-        assert (token.user, token.group, token.mode) == ("root", spec.service_user, 0o640)
+        assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
     fetch_unit = host.check_output(f"systemctl cat k3ops-model-fetch@{model.model.name}.service")
     assert f"EnvironmentFile=-{TOKEN_FILE}" in fetch_unit and "HF_TOKEN=" not in fetch_unit
 

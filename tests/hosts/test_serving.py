@@ -37,7 +37,7 @@ def test_engine_serves_the_pinned_model(host, spec, engine):
 
 def test_engine_secrets_stay_private(host, spec, engine):
     secrets = host.file(SECRETS_FILE)
-    assert (secrets.user, secrets.group, secrets.mode) == ("root", spec.service_user, 0o640)
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "root", 0o600)
     values = [line.split("=", 1)[1] for line in host.check_output(f"cat {SECRETS_FILE}").splitlines() if "=" in line]
     shown = host.check_output(f"systemctl show {UNIT} k3ops-engine-watchdog.service")
     processes = host.check_output("ps -eo args")

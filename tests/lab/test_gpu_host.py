@@ -3,14 +3,30 @@ changes nothing on a second run, and repairs drift."""
 
 from __future__ import annotations
 
+import base64
 import json
 
+import pytest
+
+from ..engine_units import DIGEST, engine_variables, rendered_units
 from .conftest import host_checks, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
 # This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
 # tests/lab/test_model.py and tests/lab/test_serving.py.
 GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
+# vLLM and SGLang cannot run without GPUs (or a registry): their units are installed on the GPU hosts this
+# deploy prepared, and systemd itself checks them. (host, GPU vendor, recipe, node rank, data); the lab has
+# no GB300 tray, and an H200 host has everything a GB300 unit needs from a host.
+CONTAINER_ENGINES = [
+    ("gpu-02", "nvidia", "vllm-b300x8", 0, {}),
+    ("gpu-02", "nvidia", "sglang-b300x8", 0, {"args": {"--mamba-full-memory-ratio": "0.7"}}),
+    ("gpu-03", "amd", "vllm-mi355x8", 0, {}),
+    ("gpu-01", "nvidia", "vllm-h200x8-2node", 0, {"cluster": "h200-a"}),
+    ("gpu-01", "nvidia", "vllm-h200x8-2node", 1, {"cluster": "h200-a"}),
+    ("gpu-01", "nvidia", "vllm-gb300x4-2node", 0, {"cluster": "gb300-a"}),
+    ("gpu-01", "nvidia", "vllm-gb300x4-2node", 1, {"cluster": "gb300-a"}),
+]
 
 
 def deploy() -> dict:
@@ -40,6 +56,33 @@ def test_host_checks_pass_after_the_deploy(lab):
 
 def test_second_run_changes_nothing(lab):
     assert changed_operations(deploy()) == []
+
+
+def verify_units(host: str, variables: dict, edit: str = "true") -> str:
+    """Installs the engine's units in a directory of their own on `host` (then runs `edit` there) and
+    returns what `systemd-analyze verify` says about them: nothing at all when they are sound."""
+    directory = f"/run/k3ops-verify/{variables['recipe']}-{variables['node_rank']}"
+    units = rendered_units(variables)
+    script = [f"rm -rf {directory}", f"mkdir -p {directory}", f"cd {directory}"]
+    script += [f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {name}" for name, text in units.items()]
+    script += [edit, f"systemd-analyze verify {' '.join(units)}"]
+    result = on_host(host, " && ".join(script), check=False)
+    return result.stdout + result.stderr + (f"exit status {result.returncode}" if result.returncode else "")
+
+
+@pytest.mark.parametrize(("host", "vendor", "recipe", "rank", "data"), CONTAINER_ENGINES,
+                         ids=[f"{recipe}-rank{rank}" for _, _, recipe, rank, _ in CONTAINER_ENGINES])
+def test_container_engine_units_pass_systemd_analyze_verify(lab, host, vendor, recipe, rank, data):
+    variables = engine_variables(recipe, vendor, rank, image_digest=DIGEST, **data)
+    assert verify_units(host, variables) == ""
+
+
+def test_unit_verification_finds_a_missing_runtime_and_a_bad_value(lab):
+    """The check above has teeth: no Docker on the cpu host, and a value systemd only warns about."""
+    variables = engine_variables("vllm-b300x8", "nvidia", image_digest=DIGEST)
+    assert "Command /usr/bin/docker is not executable" in verify_units("gpu-04", variables)
+    warned = verify_units("gpu-02", variables, edit="sed -i 's/^Restart=always/Restart=allways/' k3ops-engine.service")
+    assert "Failed to parse service restart specifier" in warned
 
 
 def test_amd_host_booted_with_iommu_pass_through(lab):

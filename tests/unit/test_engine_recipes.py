@@ -1,5 +1,8 @@
 """The launch recipes: the K3 guides' command lines flag for flag, hardware checks, and data overrides."""
 
+import subprocess
+import sys
+
 import pytest
 
 from k3ops.engines.recipes import RECIPES, RecipeError, command_line, recipe
@@ -97,3 +100,31 @@ def test_the_b300_sglang_topology_is_refused_on_h200():
                                     "engine": {"recipe": "sglang-b300x8", "image_digest": DIGEST,
                                                "args": {"--mamba-full-memory-ratio": 0.9}}})
     assert any("recipe 'sglang-b300x8' is written for b300x8, not h200x8" in error for error in errors), errors
+
+
+H200_CLUSTER = {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST, "cluster": "h200-a"}
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ([H200_CLUSTER, H200_CLUSTER], None),
+    ([H200_CLUSTER], "h200-01: engine.cluster: 'h200-a' has 1 hosts, but recipe 'vllm-h200x8-2node' spans 2"),
+    ([H200_CLUSTER] * 3, "h200-01, h200-02, h200-03: engine.cluster: 'h200-a' has 3 hosts"),
+    ([H200_CLUSTER, {**H200_CLUSTER, "recipe": "llama.cpp-gguf", "image_digest": None, "binary_url": "http://x/l.tgz",
+                     "binary_sha256": "c" * 64, "model_file": "m.gguf"}],
+     "h200-02: engine.recipe: cluster 'h200-a' runs 'vllm-h200x8-2node' (as on h200-01), not 'llama.cpp-gguf'"),
+])
+def test_a_cluster_is_checked_as_a_whole_before_any_host_is_touched(tmp_path, hosts, message):
+    """A missing or extra rank, or a host on another recipe, would only show as a start hanging in NCCL init."""
+    inventory = tmp_path / "cluster.py"
+    host_data = {"hardware_profile": "h200x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA H200", "gpu_count": 8,
+                 "model": MODEL}
+    inventory.write_text(
+        "from k3ops.spec import validate_inventory\n\n"
+        f"h200 = {[(f'h200-{index:02d}', {**host_data, 'engine': engine}) for index, engine in enumerate(hosts, 1)]!r}\n"
+        "validate_inventory(__file__)\n")
+    result = subprocess.run([sys.executable, "-m", "k3ops.cli", "validate", str(inventory)], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120)
+    if message is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 1 and message in result.stderr, result.stderr

@@ -3,37 +3,23 @@
 import configparser
 import shlex
 
-import jinja2
 import pytest
 
-from k3ops.engines.recipes import RECIPES
-from k3ops.engines.units import SECRETS_FILE, unit_variables
-from k3ops.spec.engine import EngineSpec
+from k3ops.engines.units import SECRETS_FILE
 
-from ..conftest import REPO_ROOT
-
-DIGEST = "sha256:" + "b" * 64
-MODEL_DIR = "/srv/k3ops/models/kimi-k3"
+from ..engine_units import DIGEST, HEAD_ADDRESS, MODEL_DIR, engine_variables as variables, rendered_units
 
 
-def render(template: str, variables: dict) -> configparser.ConfigParser:
-    text = jinja2.Template((REPO_ROOT / "templates" / "systemd" / template).read_text(),
-                           keep_trailing_newline=True).render(**variables)
+def render(name: str, variables: dict) -> configparser.ConfigParser:
+    """One unit the host gets, parsed."""
     unit = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
     unit.optionxform = str
-    unit.read_string(text)
+    unit.read_string(rendered_units(variables)[name])
     return unit
 
 
-def variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, **engine) -> dict:
-    spec = EngineSpec.model_validate({"recipe": recipe, **engine})
-    return unit_variables(found=RECIPES[recipe], engine=spec, served_name="kimi-k3", model_dir=MODEL_DIR,
-                          cache_path="/srv/k3ops/models", service_user="k3ops", gpu_vendor=vendor,
-                          node_rank=node_rank, head_address="10.0.0.1")
-
-
 def test_vllm_runs_the_pinned_image_on_the_cdi_gpus_from_the_cache_offline():
-    unit = render("k3ops-engine.service.j2", variables("vllm-b300x8", image_digest=DIGEST))
+    unit = render("k3ops-engine.service", variables("vllm-b300x8", image_digest=DIGEST))
     argv = shlex.split(unit["Service"]["ExecStart"])
     assert argv[:2] == ["/usr/bin/docker", "run"]
     assert f"vllm/vllm-openai:kimi-k3@{DIGEST}" in argv
@@ -50,13 +36,13 @@ def test_vllm_runs_the_pinned_image_on_the_cdi_gpus_from_the_cache_offline():
 
 
 def test_amd_containers_get_kfd_and_dri():
-    argv = shlex.split(render("k3ops-engine.service.j2", variables("vllm-mi355x8", vendor="amd",
+    argv = shlex.split(render("k3ops-engine.service", variables("vllm-mi355x8", vendor="amd",
                                                                    image_digest=DIGEST))["Service"]["ExecStart"])
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--device"] == ["/dev/kfd", "/dev/dri"]
 
 
 def test_llama_server_runs_natively_and_hardened():
-    unit = render("k3ops-engine.service.j2", variables("llama.cpp-gguf", vendor=None, binary_url="http://x/ls.tgz",
+    unit = render("k3ops-engine.service", variables("llama.cpp-gguf", vendor=None, binary_url="http://x/ls.tgz",
                                                        binary_sha256="c" * 64, model_file="tiny-k3.gguf"))
     argv = shlex.split(unit["Service"]["ExecStart"])
     assert argv[0] == "/opt/k3ops/llama.cpp/bin/llama-server"
@@ -68,21 +54,21 @@ def test_llama_server_runs_natively_and_hardened():
 @pytest.mark.parametrize("rank", [0, 1])
 def test_multi_node_units_carry_rank_and_head(rank):
     values = variables("vllm-gb300x4-2node", node_rank=rank, image_digest=DIGEST, cluster="gb300-a")
-    argv = shlex.split(render("k3ops-engine.service.j2", values)["Service"]["ExecStart"])
+    argv = shlex.split(render("k3ops-engine.service", values)["Service"]["ExecStart"])
     assert argv[argv.index("--node-rank") + 1] == str(rank)
-    assert argv[argv.index("--master-addr") + 1] == "10.0.0.1"
-    watchdog = shlex.split(render("k3ops-engine-watchdog.service.j2", values)["Service"]["ExecStart"])
-    assert ("--models-url" in watchdog) == (rank == 0)
+    assert argv[argv.index("--master-addr") + 1] == HEAD_ADDRESS
+    # Only the head serves HTTP, so only the head gets the watchdog.
+    assert ("k3ops-engine-watchdog.service" in rendered_units(values)) == (rank == 0)
 
 
 def test_the_watchdog_checks_health_and_the_served_model():
     values = variables("llama.cpp-gguf", vendor=None, binary_url="http://x/ls.tgz", binary_sha256="c" * 64, model_file="tiny-k3.gguf",
                        host="0.0.0.0", api_key_file="/etc/k3ops/key", health_failures=4)
-    watchdog = shlex.split(render("k3ops-engine-watchdog.service.j2", values)["Service"]["ExecStart"])
+    watchdog = shlex.split(render("k3ops-engine-watchdog.service", values)["Service"]["ExecStart"])
     assert watchdog[watchdog.index("--url") + 1] == "http://127.0.0.1:8080/health"
     assert watchdog[watchdog.index("--models-url") + 1] == "http://127.0.0.1:8080/v1/models"
     assert watchdog[watchdog.index("--failures") + 1] == "4"
-    timer = render("k3ops-engine-watchdog.timer.j2", values)
+    timer = render("k3ops-engine-watchdog.timer", values)
     assert timer["Timer"]["OnUnitActiveSec"] == "30"
 
 
@@ -90,6 +76,6 @@ def test_no_secret_reaches_a_unit():
     for recipe, engine in (("vllm-b300x8", {"image_digest": DIGEST, "host": "10.0.0.5", "api_key_file": "/k"}),
                            ("llama.cpp-gguf", {"binary_url": "http://x/ls.tgz", "binary_sha256": "c" * 64, "model_file": "tiny-k3.gguf"})):
         values = variables(recipe, **engine)
-        for template in ("k3ops-engine.service.j2", "k3ops-engine-watchdog.service.j2"):
-            text = str(dict(render(template, values)["Service"]))
+        for name in ("k3ops-engine.service", "k3ops-engine-watchdog.service"):
+            text = str(dict(render(name, values)["Service"]))
             assert "api-key" not in text and "API_KEY=" not in text and "HF_TOKEN" not in text

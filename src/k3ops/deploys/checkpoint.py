@@ -48,7 +48,7 @@ def pinned_checkpoint() -> None:
                  packages=["python3-venv", "rsync", "openssh-client", "openssh-server"])
     fetcher_environment(model_host)
     peer_access(model_host, user)
-    token(user)
+    token()
     units = [files.template(name=f"Unit {unit}", src=str(TEMPLATES / "systemd" / f"{unit}.j2"),
                             dest=f"/etc/systemd/system/{unit}", mode="644", service_user=user,
                             cache_path=model_host.model_cache_path, token_file=TOKEN_FILE,
@@ -110,8 +110,8 @@ def peer_key_path(user: str) -> str:
     return f"/var/lib/{user}/.ssh/k3ops-peers"
 
 
-def token(user: str) -> None:
-    """HF_TOKEN from the deploying shell, into a file only root and the service user can read.
+def token() -> None:
+    """HF_TOKEN from the deploying shell, into a root-only file that systemd reads for the fetch unit.
 
     Without HF_TOKEN in the environment an existing file is left as it is (public models need none).
     """
@@ -119,7 +119,7 @@ def token(user: str) -> None:
     value = environ.get("HF_TOKEN")
     if value:
         files.put(name=f"Hub token in {TOKEN_FILE}", src=StringIO(f"HF_TOKEN={value}\n"), dest=TOKEN_FILE,
-                  user="root", group=user, mode="640")
+                  user="root", group="root", mode="600")
 
 
 def fetch_config(model_host: ModelHostSpec) -> str:

@@ -16,7 +16,8 @@ from pyinfra.operations import docker, files, server, systemd
 
 from ..engines import watchdog
 from ..engines.recipes import Recipe, recipe
-from ..engines.units import API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, unit_variables
+from ..engines.units import (API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, WATCHDOG_UNITS, unit_names,
+                             unit_variables)
 from ..facts.engine import EngineState
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
@@ -48,14 +49,10 @@ def engine_service() -> None:
     files.directory(name=f"Engine state {STATE_DIR}", path=STATE_DIR, user=user, group=user, mode="750")
     files.directory(name="Engine caches (compiled kernels)", path=f"{STATE_DIR}/cache", user=user, group=user,
                     mode="750")
-    secrets = api_key(engine, found, user)
+    secrets = api_key(engine, found)
     files.put(name="Engine watchdog", src=watchdog.__file__, dest=WATCHDOG, mode="755")
-    # A multi-node worker serves no HTTP: the head's checks and readiness stand for the whole engine.
-    templates = [(UNIT, "k3ops-engine.service")] + ([] if rank else [
-        ("k3ops-engine-watchdog.service", "k3ops-engine-watchdog.service"),
-        ("k3ops-engine-watchdog.timer", "k3ops-engine-watchdog.timer")])
-    units = [files.template(name=f"Unit {name}", src=str(TEMPLATES / "systemd" / f"{template}.j2"),
-                            dest=f"/etc/systemd/system/{name}", mode="644", **values) for name, template in templates]
+    units = [files.template(name=f"Unit {name}", src=str(TEMPLATES / "systemd" / f"{name}.j2"),
+                            dest=f"/etc/systemd/system/{name}", mode="644", **values) for name in unit_names(rank)]
     systemd.daemon_reload(name="Reload systemd for the engine units", _if=lambda: any(u.did_change() for u in units))
     loaded = f"{model_dir}/revisions/{model_host.model.revision}"
 
@@ -71,7 +68,7 @@ def engine_service() -> None:
                     _if=running_stale)
     systemd.service(name=f"Engine {found.engine} ({found.name})", service=UNIT, running=True, enabled=True)
     if rank == 0:
-        systemd.service(name="Engine watchdog timer", service="k3ops-engine-watchdog.timer", running=True,
+        systemd.service(name="Engine watchdog timer", service=WATCHDOG_UNITS[1], running=True,
                         enabled=True)
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
                                 health_url=values["health_url"], models_url=values["models_url"],
@@ -90,8 +87,8 @@ def llama_server(engine: EngineSpec) -> None:
     files.link(name=f"{LLAMA_CPP_DIR}/bin is the pinned build", path=f"{LLAMA_CPP_DIR}/bin", target=f"{release}/bin")
 
 
-def api_key(engine: EngineSpec, found: Recipe, user: str):
-    """The engine's secrets file (root:service user, 0640), with the API key when data names one."""
+def api_key(engine: EngineSpec, found: Recipe):
+    """The engine's secrets file (root, 0600: systemd reads it for the unit), with the API key when data names one."""
     files.directory(name="Directory /etc/k3ops", path="/etc/k3ops", mode="755")
     lines = ""
     if engine.api_key_file:
@@ -102,7 +99,7 @@ def api_key(engine: EngineSpec, found: Recipe, user: str):
             raise DeployError(f"{host.name}: engine.api_key_file: cannot read {path} on this controller: "
                               f"{error.strerror}") from None
     return files.put(name=f"Engine secrets {SECRETS_FILE}", src=StringIO(lines), dest=SECRETS_FILE, user="root",
-                     group=user, mode="640")
+                     group="root", mode="600")
 
 
 def cluster_position(engine: EngineSpec) -> tuple[int, str]:

@@ -20,10 +20,19 @@ REVISION_FILE = f"{STATE_DIR}/revision"  # the revision the engine loaded at its
 WATCHDOG = "/opt/k3ops/bin/k3ops-engine-watchdog"
 # How each engine takes its API key without it appearing on a command line.
 API_KEY_VARIABLE = {"vllm": "VLLM_API_KEY", "llama.cpp": "LLAMA_API_KEY"}
+WATCHDOG_UNITS = ("k3ops-engine-watchdog.service", "k3ops-engine-watchdog.timer")
 GPU_DEVICES = {
     "nvidia": ("--device", "nvidia.com/gpu=all"),
     "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render"),
 }
+
+
+def unit_names(node_rank: int) -> list[str]:
+    """The units a host of the engine gets, each from templates/systemd/<name>.j2.
+
+    A multi-node worker serves no HTTP: the head's watchdog and readiness stand for the whole engine.
+    """
+    return [UNIT] if node_rank else [UNIT, *WATCHDOG_UNITS]
 
 
 def health_host(bind: str) -> str:

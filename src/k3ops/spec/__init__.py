@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pyinfra.api.exceptions import InventoryError
 
-from .engine import EngineHostSpec
+from .engine import EngineHostSpec, cluster_errors
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 
@@ -45,7 +45,14 @@ def host_errors(name: str, data: dict) -> list[str]:
 
 
 def inventory_errors(inventory) -> list[str]:
-    return [error for host in inventory for error in host_errors(host.name, host.data.dict())]
+    """Every host's errors, then those between hosts (engine clusters) among the hosts without any."""
+    errors, valid = [], []
+    for host in inventory:
+        found = host_errors(host.name, host.data.dict())
+        errors += found
+        if not found:
+            valid.append((host.name, EngineHostSpec.model_validate(host.data.dict()).engine))
+    return errors + cluster_errors([(name, engine) for name, engine in valid if engine is not None])
 
 
 def validate_inventory(inventory_file: str | Path) -> None:

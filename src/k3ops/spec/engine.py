@@ -114,3 +114,25 @@ class EngineHostSpec(BaseModel):
             if data.get("model") is None:
                 raise ValueError("engine: an engine needs a model to serve (set model)")
         return data
+
+
+def cluster_errors(engines: list[tuple[str, EngineSpec]]) -> list[str]:
+    """Hosts sharing `engine.cluster`, checked together: one recipe, and exactly as many hosts as it spans.
+
+    A missing or extra rank would show only at start, as a multi-node engine hanging in its NCCL init.
+    """
+    clusters: dict[str, list[tuple[str, EngineSpec]]] = {}
+    for name, engine in engines:
+        if engine.cluster is not None:
+            clusters.setdefault(engine.cluster, []).append((name, engine))
+    errors = []
+    for cluster, members in clusters.items():
+        (head, head_engine), names = members[0], ", ".join(name for name, _ in members)
+        others = [f"{name}: engine.recipe: cluster {cluster!r} runs {head_engine.recipe!r} (as on {head}), "
+                  f"not {engine.recipe!r}" for name, engine in members[1:] if engine.recipe != head_engine.recipe]
+        nodes = RECIPES[head_engine.recipe].nodes
+        if not others and len(members) != nodes:
+            others.append(f"{names}: engine.cluster: {cluster!r} has {len(members)} hosts, but recipe "
+                          f"{head_engine.recipe!r} spans {nodes}")
+        errors += others
+    return errors

@@ -1,0 +1,29 @@
+"""The engine units deploys/serving installs, rendered here as pyinfra's files.template renders them."""
+
+from __future__ import annotations
+
+from pyinfra.api.util import get_template
+
+from k3ops.engines.recipes import RECIPES
+from k3ops.engines.units import unit_names, unit_variables
+from k3ops.spec.engine import EngineSpec
+
+from .conftest import REPO_ROOT
+
+DIGEST = "sha256:" + "b" * 64
+MODEL_DIR = "/srv/k3ops/models/kimi-k3"
+HEAD_ADDRESS = "10.0.0.1"
+
+
+def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, **engine) -> dict:
+    """The units' variables for one recipe, as a host with default model and service settings has them."""
+    spec = EngineSpec.model_validate({"recipe": recipe, **engine})
+    return unit_variables(found=RECIPES[recipe], engine=spec, served_name="kimi-k3", model_dir=MODEL_DIR,
+                          cache_path="/srv/k3ops/models", service_user="k3ops", gpu_vendor=vendor,
+                          node_rank=node_rank, head_address=HEAD_ADDRESS)
+
+
+def rendered_units(variables: dict) -> dict[str, str]:
+    """Each unit the host gets, by name, with its text."""
+    return {name: get_template(str(REPO_ROOT / "templates" / "systemd" / f"{name}.j2")).render(variables)
+            for name in unit_names(variables["node_rank"])}
