@@ -4,7 +4,7 @@ import ipaddress
 import re
 
 from k3ops.engines.recipes import RECIPES
-from k3ops.engines.units import SECRETS_FILE, UNIT, WATCHDOG, health_host
+from k3ops.engines.units import SECRETS_FILE, UNIT, WATCHDOG, WATCHDOG_SERVICE, WATCHDOG_TIMER, health_host
 
 
 def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine):
@@ -12,7 +12,7 @@ def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine)
     assert service.is_enabled and service.is_running
     shown = host.check_output(f"systemctl show {UNIT} --property User --property Restart")
     assert f"User={spec.service_user}" in shown and "Restart=always" in shown
-    assert host.service("k3ops-engine-watchdog.timer").is_running
+    assert host.service(WATCHDOG_TIMER).is_running
 
 
 def test_engine_listens_only_where_data_says(host, spec, engine):
@@ -39,7 +39,7 @@ def test_engine_secrets_stay_private(host, spec, engine):
     secrets = host.file(SECRETS_FILE)
     assert (secrets.user, secrets.group, secrets.mode) == ("root", "root", 0o600)
     values = [line.split("=", 1)[1] for line in host.check_output(f"cat {SECRETS_FILE}").splitlines() if "=" in line]
-    shown = host.check_output(f"systemctl show {UNIT} k3ops-engine-watchdog.service")
+    shown = host.check_output(f"systemctl show {UNIT} {WATCHDOG_SERVICE}")
     processes = host.check_output("ps -eo args")
     for value in values:
         assert value not in shown and value not in processes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+from k3ops.engines.units import WATCHDOG_SERVICE
 from k3ops.lab.inventory import groups
 
 from .conftest import host_checks, k3ops, on_host, pyinfra
@@ -97,6 +98,6 @@ def test_a_hung_engine_is_restarted_by_the_watchdog(lab):
     window = engine["health_interval_seconds"] * (engine["health_failures"] + 1) + 30
     healed = wait_until(lambda: main_pid("gpu-02") not in (0, before), window, "the watchdog's restart")
     assert "restarting: 2 failed health checks in a row" in on_host(
-        "gpu-02", "journalctl --unit k3ops-engine-watchdog.service --no-pager --output cat").stdout
+        "gpu-02", f"journalctl --unit {WATCHDOG_SERVICE} --no-pager --output cat").stdout
     wait_until(lambda: chat("gpu-02")["choices"], 60, "serving again")
     assert healed < window

@@ -16,7 +16,7 @@ from pyinfra.operations import docker, files, server, systemd
 
 from ..engines import watchdog
 from ..engines.recipes import Recipe, recipe
-from ..engines.units import (API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, WATCHDOG_UNITS, unit_names,
+from ..engines.units import (API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, WATCHDOG_TIMER, unit_names,
                              unit_variables)
 from ..facts.engine import EngineState
 from ..operations import engine as engine_operations
@@ -68,8 +68,7 @@ def engine_service() -> None:
                     _if=running_stale)
     systemd.service(name=f"Engine {found.engine} ({found.name})", service=UNIT, running=True, enabled=True)
     if rank == 0:
-        systemd.service(name="Engine watchdog timer", service=WATCHDOG_UNITS[1], running=True,
-                        enabled=True)
+        systemd.service(name="Engine watchdog timer", service=WATCHDOG_TIMER, running=True, enabled=True)
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
                                 health_url=values["health_url"], models_url=values["models_url"],
                                 served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)

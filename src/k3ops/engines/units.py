@@ -20,7 +20,8 @@ REVISION_FILE = f"{STATE_DIR}/revision"  # the revision the engine loaded at its
 WATCHDOG = "/opt/k3ops/bin/k3ops-engine-watchdog"
 # How each engine takes its API key without it appearing on a command line.
 API_KEY_VARIABLE = {"vllm": "VLLM_API_KEY", "llama.cpp": "LLAMA_API_KEY"}
-WATCHDOG_UNITS = ("k3ops-engine-watchdog.service", "k3ops-engine-watchdog.timer")
+WATCHDOG_SERVICE = "k3ops-engine-watchdog.service"  # one health check
+WATCHDOG_TIMER = "k3ops-engine-watchdog.timer"
 GPU_DEVICES = {
     "nvidia": ("--device", "nvidia.com/gpu=all"),
     "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render"),
@@ -32,7 +33,7 @@ def unit_names(node_rank: int) -> list[str]:
 
     A multi-node worker serves no HTTP: the head's watchdog and readiness stand for the whole engine.
     """
-    return [UNIT] if node_rank else [UNIT, *WATCHDOG_UNITS]
+    return [UNIT] if node_rank else [UNIT, WATCHDOG_SERVICE, WATCHDOG_TIMER]
 
 
 def health_host(bind: str) -> str:
