@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from k3ops.checkpoint import verify
-from k3ops.checkpoint.manifest import FileEntry
+from k3ops.onhost.checkpoint import verify
+from k3ops.onhost.checkpoint.manifest import FileEntry
 from k3ops.lab import hub, state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

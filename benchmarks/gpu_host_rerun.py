@@ -30,7 +30,7 @@ def k3ops(*args: str) -> None:
 
 def deploy(verbose: bool = False) -> tuple[float, str]:
     start = time.monotonic()
-    result = subprocess.run([PYINFRA, "-y", *(["-vv"] if verbose else []), "inventory/lab.py", "deploys/gpu_host.py"],
+    result = subprocess.run([PYINFRA, "-y", *(["-vv"] if verbose else []), "inventory/lab/hosts.py", "deploys/gpu_host.py"],
                             cwd=REPO_ROOT, capture_output=True, text=True)
     elapsed = time.monotonic() - start
     if result.returncode != 0:

@@ -47,10 +47,10 @@ def main() -> int:
     for size in args.sizes:
         run(*k3ops, "lab", "up", "--hosts", str(size), *sum((["--profile", "cpu"] for _ in range(size)), []))
         try:
-            (provisioning, _), (fetch, _), (engine, _) = [run(PYINFRA, "-y", "inventory/lab.py", deploy)
+            (provisioning, _), (fetch, _), (engine, _) = [run(PYINFRA, "-y", "inventory/lab/hosts.py", deploy)
                                                           for deploy in DEPLOYS]
-            first_token, _ = run(*k3ops, "serve", "chat", "inventory/lab.py")
-            _, status = run(*k3ops, "model", "status", "--json", "inventory/lab.py")
+            first_token, _ = run(*k3ops, "serve", "chat", "inventory/lab/hosts.py")
+            _, status = run(*k3ops, "model", "status", "--json", "inventory/lab/hosts.py")
         finally:
             run(*k3ops, "lab", "down")
         transfer = max(row["fetch_seconds"] for row in json.loads(status))

@@ -1,4 +1,4 @@
-"""Provision GPU hosts: `pyinfra inventory/lab.py deploys/gpu_host.py`."""
+"""Provision GPU hosts: `pyinfra inventory/prod.py deploys/gpu_host.py`."""
 
 from k3ops.deploys.gpu_host import gpu_host
 

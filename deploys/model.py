@@ -1,4 +1,4 @@
-"""The model cache and the pinned checkpoint: `pyinfra inventory/lab.py deploys/model.py`."""
+"""The model cache and the pinned checkpoint: `pyinfra inventory/prod.py deploys/model.py`."""
 
 from k3ops.deploys.model import model
 

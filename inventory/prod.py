@@ -3,30 +3,27 @@
     k3ops validate inventory/prod.py            # every host's data checked; nothing is contacted
     pyinfra inventory/prod.py deploys/model.py  # the NVMe cache and the pinned checkpoint
 
-Hosts are grouped by what they run; each group's settings are in inventory/group_data/<group>.py.
-Group names are prefixed with k3_ so that they never apply to the lab's groups (h200x8, cpu, ...).
+Hosts are grouped by what they run; each group's settings are in inventory/group_data/<group>.py, and
+what every host shares in group_data/all.py (pyinfra's own group of every host).
 The addresses are documentation addresses (RFC 5737): replace them.
 """
 
 from k3ops.spec import validate_inventory
 
 # Two HGX B300 hosts, each serving K3 on its own 8 GPUs with vLLM's Blackwell TP8 recipe.
-k3_b300 = [
+b300 = [
     ("b300-01", {"ssh_hostname": "192.0.2.11"}),
     ("b300-02", {"ssh_hostname": "192.0.2.12"}),
 ]
 
 # One MI355X host serving K3 with vLLM on ROCm.
-k3_mi355x = [
+mi355x = [
     ("mi355x-01", {"ssh_hostname": "192.0.2.21"}),
 ]
 
 # One CPU host serving a community GGUF build with llama.cpp (slow, but no GPU needed).
-k3_llamacpp = [
+llamacpp = [
     ("cpu-01", {"ssh_hostname": "192.0.2.31"}),
 ]
-
-# Every host above: SSH access and what all of them share (group_data/k3_fleet.py).
-k3_fleet = k3_b300 + k3_mi355x + k3_llamacpp
 
 validate_inventory(__file__)

@@ -2,6 +2,10 @@
 
 from pathlib import Path
 
+# pyinfra's CLI monkey-patches the process for gevent as it is imported; an import after some test has
+# started a thread (huggingface_hub's progress monitor) breaks the import lock. Patch first, as pyinfra does.
+import pyinfra_cli  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "real"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pyinfra.api.util import get_template
 
+from k3ops.deploys import TEMPLATES
 from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import unit_names, unit_variables
+from k3ops.onhost import layout
 from k3ops.spec.engine import EngineSpec
-
-from .conftest import REPO_ROOT
 
 DIGEST = "sha256:" + "b" * 64
 MODEL_DIR = "/srv/k3ops/models/kimi-k3"
@@ -23,7 +23,12 @@ def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int 
                           node_rank=node_rank, head_address=HEAD_ADDRESS)
 
 
+def rendered_watchdog_command() -> str:
+    """The watchdog's launcher (layout.WATCHDOG_COMMAND), which the watchdog unit runs."""
+    return get_template(str(TEMPLATES / "k3ops" / "k3ops-engine-watchdog.j2")).render(layout=layout)
+
+
 def rendered_units(variables: dict) -> dict[str, str]:
     """Each unit the host gets, by name, with its text."""
-    return {name: get_template(str(REPO_ROOT / "templates" / "systemd" / f"{name}.j2")).render(variables)
+    return {name: get_template(str(TEMPLATES / "systemd" / f"{name}.j2")).render(variables)
             for name in unit_names(variables["node_rank"])}

@@ -1,60 +1,87 @@
-"""Plain SSH sessions to inventory hosts outside a deploy (status, rollback), with paramiko.
+"""Plain SSH sessions to inventory hosts outside a deploy (status, verify, rollback, chat), with paramiko.
 
-The connection data is the inventory's own (ssh_hostname, ssh_user, ssh_port, ssh_key), so these
-commands reach exactly the hosts `pyinfra INVENTORY ...` would. Not fabric: loading an inventory
-imports pyinfra's CLI, which monkey-patches the process for gevent, and fabric's runner then hangs
-(seen: `k3ops model status` never returned); paramiko alone works under the patch.
+The connection data is the inventory's own (k3ops.inventory.SshTarget), so these commands reach
+exactly the hosts `pyinfra INVENTORY ...` would. Not fabric: loading an inventory imports pyinfra's
+CLI, which monkey-patches the process for gevent, and fabric's runner then hangs (seen: `k3ops model
+status` never returned); paramiko alone works under the patch.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
-from .inventory import load
+from .facts.reader import FactError, read_fact
+from .inventory import SshTarget, targets
 
 CONNECT_TIMEOUT_SECONDS = 10
 
 
-@dataclass
-class Outcome:
-    host: str
-    data: dict
-    ok: bool
-    stdout: str
-    stderr: str
+class CommandFailed(RuntimeError):
+    pass
 
 
 def as_root(command: str) -> str:
     """Run a command as root whether the SSH user is root or may sudo without a password."""
-    return f'if [ "$(id -u)" = 0 ]; then {command}; else sudo -n {command}; fi'
+    return f'if [ "$(id -u)" = 0 ]; then {command}; else sudo -n sh -c {shlex.quote(command)}; fi'
 
 
-def run_on_hosts(inventory_path: str, command_for) -> list[Outcome]:
-    """Run `command_for(host_data)` (None: skip the host) on every host at once, in inventory order."""
+class RemoteHost:
+    """One inventory host over an open SSH session: run commands and ask facts, as root."""
+
+    def __init__(self, target: SshTarget, client):
+        self.name, self.data, self._client = target.name, target.data, client
+
+    def run(self, command: str) -> tuple[bool, str, str]:
+        _, stdout, stderr = self._client.exec_command(as_root(command))
+        out, err = stdout.read().decode(), stderr.read().decode()
+        return stdout.channel.recv_exit_status() == 0, out, err
+
+    def check_output(self, command: str) -> str:
+        ok, out, err = self.run(command)
+        if not ok:
+            raise CommandFailed(err.strip() or out.strip() or "failed")
+        return out
+
+    def get_fact(self, fact_class, **arguments):
+        return read_fact(self.run, fact_class, **arguments)
+
+
+@dataclass
+class HostResult:
+    """What one host answered (`value`), or why it could not (`error`)."""
+
+    host: str
+    data: dict
+    value: Any = None
+    error: str | None = None
+
+
+def on_hosts(inventory_path: str, selected: Callable[[dict], bool],
+             action: Callable[[RemoteHost], Any]) -> list[HostResult]:
+    """Run `action` on every host whose data is `selected`, all at once, in inventory order."""
     import paramiko
 
-    hosts = [(host.name, host.data.dict()) for host in load(inventory_path)]
+    chosen = [target for target in targets(inventory_path) if selected(target.data)]
 
-    def run(name: str, data: dict) -> Outcome | None:
-        command = command_for(data)
-        if command is None:
-            return None
+    def run(target: SshTarget) -> HostResult:
         client = paramiko.SSHClient()
         client.load_system_host_keys()
-        if data.get("ssh_strict_host_key_checking") == "no":
+        if not target.check_host_key:
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         try:
-            client.connect(data.get("ssh_hostname", name), port=data.get("ssh_port", 22),
-                           username=data.get("ssh_user"), key_filename=data.get("ssh_key"),
+            client.connect(target.address, port=target.port, username=target.user, key_filename=target.key,
                            timeout=CONNECT_TIMEOUT_SECONDS)
-            _, stdout, stderr = client.exec_command(command)
-            out, err = stdout.read().decode(), stderr.read().decode()
-            return Outcome(name, data, stdout.channel.recv_exit_status() == 0, out, err)
+            return HostResult(target.name, target.data, value=action(RemoteHost(target, client)))
         except (OSError, paramiko.SSHException) as error:  # unreachable: reported with the others
-            return Outcome(name, data, False, "", f"cannot connect: {error}")
+            return HostResult(target.name, target.data, error=f"cannot connect: {error}")
+        except (CommandFailed, FactError) as error:
+            return HostResult(target.name, target.data, error=str(error))
         finally:
             client.close()
 
-    with ThreadPoolExecutor(max_workers=max(len(hosts), 1)) as pool:
-        return [outcome for outcome in pool.map(lambda host: run(*host), hosts) if outcome is not None]
+    with ThreadPoolExecutor(max_workers=max(len(chosen), 1)) as pool:
+        return list(pool.map(run, chosen))

@@ -1,4 +1,4 @@
-"""Host checks run against any inventory: `pytest tests/hosts --inventory inventory/lab.py`.
+"""Host checks run against any inventory: `k3ops check INVENTORY` (or `pytest tests/hosts --inventory INVENTORY`).
 
 Each test runs once per inventory host it applies to (`pytest.mark.applies_to("nvidia", "amd")` picks
 hosts by GPU vendor), over SSH with the inventory's own connection data, and reads what to expect from the
@@ -28,7 +28,7 @@ def _hosts(config):
     if cache is None:
         inventory = config.getoption("--inventory")
         if not inventory:
-            raise pytest.UsageError("tests/hosts needs --inventory INVENTORY (e.g. inventory/lab.py)")
+            raise pytest.UsageError("tests/hosts needs --inventory INVENTORY (e.g. inventory/lab/hosts.py)")
         cache = config._k3ops_hosts = [(host, GpuHostSpec.model_validate(host.inventory_data))
                                        for host in testinfra_hosts(inventory)]
     return cache

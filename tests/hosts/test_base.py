@@ -18,9 +18,10 @@ def test_unattended_upgrades_cannot_move_the_gpu_stack(host, spec):
     assert set(GPU_STACK_PACKAGES) <= set(patterns)
 
 
-def test_time_sync_is_enabled(host, spec):
+def test_time_sync_runs_and_starts_at_boot(host, spec):
     assert host.package("systemd-timesyncd").is_installed
     assert host.service("systemd-timesyncd").is_enabled
+    assert host.service("systemd-timesyncd").is_running
 
 
 def test_kernel_headers_match_the_running_kernel(host, spec):

@@ -3,23 +3,28 @@
 import json
 import re
 
-from k3ops.deploys.checkpoint import PEER_USER, TOKEN_FILE
 from k3ops.deploys.model_cache import VOLUME_LABEL
-from k3ops.facts.checkpoint import CHECKPOINT_COMMAND
+from k3ops.facts.checkpoint import ModelCheckpoints
+from k3ops.onhost import layout
+from k3ops.onhost.layout import PEER_AUTHORIZED_KEYS, PEER_USER, TOKEN_FILE
 
 
 def checkpoint_state(host, model) -> dict:
-    return json.loads(host.check_output(f"{CHECKPOINT_COMMAND} status {model.model_cache_path}"))[model.model.name]
+    return host.get_fact(ModelCheckpoints, cache_path=model.model_cache_path)[model.model.name]
+
+
+def model_dir(model) -> str:
+    return layout.model_dir(model.model_cache_path, model.model.name)
 
 
 def test_cache_is_the_nvme_volume_mounted_by_uuid(host, spec, model):
     path = model.model_cache_path
     mount = host.mount_point(path)
-    if not spec.nvme_devices:
+    if not model.nvme_devices:
         assert host.file(path).is_directory
         return
     assert mount.exists and mount.filesystem == "xfs" and "noatime" in mount.options
-    volume = spec.nvme_devices[0] if len(spec.nvme_devices) == 1 else f"/dev/md/{VOLUME_LABEL}"
+    volume = model.nvme_devices[0] if len(model.nvme_devices) == 1 else f"/dev/md/{VOLUME_LABEL}"
     uuid = host.check_output(f"blkid -p -s UUID -o value {volume}")
     assert host.check_output(f"blkid -p -s LABEL -o value {volume}") == VOLUME_LABEL
     entries = [line.split() for line in host.file("/etc/fstab").content_string.splitlines()
@@ -33,13 +38,13 @@ def test_cache_belongs_to_the_service_user(host, spec, model):
 
 
 def test_the_pinned_revision_is_active_and_verified(host, spec, model):
-    current = host.file(f"{model.model_cache_path}/{model.model.name}/current")
-    assert current.is_symlink and current.linked_to.endswith(f"/revisions/{model.model.revision}")
+    current = host.file(f"{model_dir(model)}/{layout.CURRENT_LINK}")
+    assert current.is_symlink and current.linked_to.endswith(f"/{layout.REVISIONS_DIR}/{model.model.revision}")
     state = checkpoint_state(host, model)
     assert state["active"] == model.model.revision
     assert state["bad_files"] == [] and state["phase"] == "active"
-    manifest = json.loads(host.file(f"{model.model_cache_path}/{model.model.name}/manifests/"
-                                    f"{model.model.revision}.json").content_string)
+    manifest = json.loads(host.file(f"{model_dir(model)}/{layout.MANIFESTS_DIR}/{model.model.revision}.json")
+                          .content_string)
     assert manifest["repo_id"] == model.model.repo_id and manifest["files"]
     for entry in manifest["files"]:
         assert host.file(f"{current.linked_to}/{entry['path']}").size == entry["size"]
@@ -53,7 +58,7 @@ def test_hub_token_is_readable_only_by_root(host, spec, model):
     token = host.file(TOKEN_FILE)
     if token.exists:
         assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
-    fetch_unit = host.check_output(f"systemctl cat k3ops-model-fetch@{model.model.name}.service")
+    fetch_unit = host.check_output(f"systemctl cat {layout.instance(layout.FETCH_UNIT_TEMPLATE, model.model.name)}")
     assert f"EnvironmentFile=-{TOKEN_FILE}" in fetch_unit and "HF_TOKEN=" not in fetch_unit
 
 
@@ -62,13 +67,14 @@ def test_no_secret_in_unit_properties_or_process_arguments(host, spec, model):
     if not token.exists:
         return
     value = re.search(r"^HF_TOKEN=(.+)$", host.check_output(f"cat {TOKEN_FILE}"), re.MULTILINE).group(1)
-    for unit in (f"k3ops-model-fetch@{model.model.name}.service", f"k3ops-model-verify@{model.model.name}.service"):
+    for template in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE):
+        unit = layout.instance(template, model.model.name)
         assert value not in host.check_output(f"systemctl show {unit}")
     assert value not in host.check_output("ps -eo args")
 
 
 def test_peers_can_only_read_the_cache(host, spec, model):
-    keys = host.file(f"/var/lib/{PEER_USER}/.ssh/authorized_keys")
+    keys = host.file(PEER_AUTHORIZED_KEYS)
     assert keys.user == PEER_USER and keys.mode == 0o600
     entries = [line for line in keys.content_string.splitlines() if line and not line.startswith("#")]
     assert entries and all(line.startswith(f'restrict,command="/usr/bin/rrsync -ro {model.model_cache_path}" ')
@@ -77,5 +83,5 @@ def test_peers_can_only_read_the_cache(host, spec, model):
 
 
 def test_weekly_verification_is_scheduled(host, spec, model):
-    timer = host.service(f"k3ops-model-verify@{model.model.name}.timer")
+    timer = host.service(layout.instance(layout.VERIFY_TIMER_TEMPLATE, model.model.name))
     assert timer.is_enabled and timer.is_running

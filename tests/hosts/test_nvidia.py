@@ -1,48 +1,42 @@
 """NVIDIA hosts run exactly the driver their spec names, held in place, with every GPU usable."""
 
-import json
-
 import pytest
 
-from k3ops.deploys.nvidia import driver_packages, fabric_manager_package
+from k3ops.deploys.nvidia import driver_packages, fabric_manager_package, package_version
+from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
+from k3ops.facts.docker import DockerRuntimes
+from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
+                                NvidiaUserspaceVersion)
 
 pytestmark = pytest.mark.applies_to("nvidia")
 
 
-def installed_version(host, package: str) -> str | None:
-    result = host.run("dpkg-query -W -f '${Status} ${Version}' %s", package)
-    status, _, version = result.stdout.rpartition(" ")
-    # "install ok installed", or "hold ok installed" once held
-    return version if result.rc == 0 and status.endswith(" ok installed") else None
-
-
 def test_driver_packages_are_installed_at_the_exact_version(host, spec):
     for package in driver_packages(spec):
-        assert installed_version(host, package) == f"{spec.nvidia_driver_version}-1", package
+        assert host.get_fact(AptPolicyVersion, package=package)["installed"] == package_version(spec), package
 
 
 def test_driver_packages_are_held(host, spec):
-    held = set(host.check_output("apt-mark showhold").split())
-    assert set(driver_packages(spec)) <= held
+    assert set(driver_packages(spec)) <= set(host.get_fact(AptHeldPackages))
 
 
 def test_apt_would_not_move_the_driver(host, spec):
     """The pin makes the installed release apt's candidate, whatever newer the repository offers."""
     for package in driver_packages(spec):
-        policy = host.check_output("apt-cache policy %s", package)
-        candidate = next(line.split()[1] for line in policy.splitlines() if line.strip().startswith("Candidate:"))
-        assert candidate == f"{spec.nvidia_driver_version}-1", package
+        assert host.get_fact(AptPolicyVersion, package=package)["candidate"] == package_version(spec), package
 
 
 def test_loaded_module_is_the_installed_driver(host, spec):
-    assert host.file("/sys/module/nvidia/version").content_string.strip() == spec.nvidia_driver_version
-    taint = host.file("/sys/module/nvidia/taint").content_string
-    assert ("P" in taint) == (spec.nvidia_kernel_modules == "proprietary")
+    assert host.get_fact(NvidiaKernelModule) == {"version": spec.nvidia_driver_version,
+                                                 "flavour": spec.nvidia_kernel_modules}
+    assert host.get_fact(NvidiaUserspaceVersion) == spec.nvidia_driver_version
+    assert host.get_fact(NvidiaDriverState) == "ready"
 
 
 def test_nvidia_smi_lists_the_gpus_the_inventory_names(host, spec):
-    rows = host.check_output("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").splitlines()
-    assert rows == [f"{spec.gpu_model}, {spec.nvidia_driver_version}"] * spec.gpu_count
+    gpus = host.get_fact(NvidiaGpus)
+    assert [(gpu["name"], gpu["driver_version"]) for gpu in gpus] == \
+        [(spec.gpu_model, spec.nvidia_driver_version)] * spec.gpu_count
 
 
 def test_persistence_daemon_keeps_the_gpus_initialised(host, spec):
@@ -51,26 +45,23 @@ def test_persistence_daemon_keeps_the_gpus_initialised(host, spec):
 
 
 def test_fabric_manager_runs_at_the_driver_version_only_on_nvswitch_boards(host, spec):
-    package = fabric_manager_package(spec)
+    fabric_manager = host.get_fact(FabricManager)
     if spec.nvswitch_expected:
-        assert installed_version(host, package) == f"{spec.nvidia_driver_version}-1"
-        assert host.service("nvidia-fabricmanager").is_running
-        assert package in host.check_output("apt-mark showhold").split()
+        assert fabric_manager == {"installed_version": spec.nvidia_driver_version, "active": True}
+        assert fabric_manager_package(spec) in host.get_fact(AptHeldPackages)
     else:
-        assert installed_version(host, package) is None
+        assert fabric_manager["installed_version"] is None
 
 
 def test_docker_has_the_nvidia_runtime(host, spec):
     """Asked of the running daemon, so a config written but never loaded does not pass."""
-    runtimes = json.loads(host.check_output("docker info --format '{{json .Runtimes}}'"))
-    assert runtimes["nvidia"]["path"] == "nvidia-container-runtime"
+    assert host.get_fact(DockerRuntimes)["nvidia"]["path"] == "nvidia-container-runtime"
 
 
 def test_cdi_spec_lists_every_gpu(host, spec):
-    devices = set(host.check_output("nvidia-ctk cdi list").split())
-    gpus = host.check_output("nvidia-smi --query-gpu=index,uuid --format=csv,noheader").splitlines()
-    for index, uuid in (line.split(", ") for line in gpus):
-        assert {f"nvidia.com/gpu={index}", f"nvidia.com/gpu={uuid}"} <= devices
+    devices = set(host.get_fact(CdiDevices))
+    for gpu in host.get_fact(NvidiaGpus):
+        assert {f"nvidia.com/gpu={gpu['index']}", f"nvidia.com/gpu={gpu['uuid']}"} <= devices
     assert "nvidia.com/gpu=all" in devices
 
 

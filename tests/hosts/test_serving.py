@@ -4,13 +4,16 @@ import ipaddress
 import re
 
 from k3ops.engines.recipes import RECIPES
-from k3ops.engines.units import SECRETS_FILE, UNIT, WATCHDOG, WATCHDOG_SERVICE, WATCHDOG_TIMER, health_host
+from k3ops.engines.units import engine_urls
+from k3ops.facts.engine import EngineState
+from k3ops.onhost import layout
+from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE, WATCHDOG_TIMER
 
 
 def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine):
-    service = host.service(UNIT)
+    service = host.service(ENGINE_UNIT)
     assert service.is_enabled and service.is_running
-    shown = host.check_output(f"systemctl show {UNIT} --property User --property Restart")
+    shown = host.check_output(f"systemctl show {ENGINE_UNIT} --property User --property Restart")
     assert f"User={spec.service_user}" in shown and "Restart=always" in shown
     assert host.service(WATCHDOG_TIMER).is_running
 
@@ -26,20 +29,20 @@ def test_engine_listens_only_where_data_says(host, spec, engine):
 
 
 def test_engine_serves_the_pinned_model(host, spec, engine):
-    name = host.inventory_data["model"]["name"]
-    base = f"http://{health_host(engine.host)}:{engine.port or RECIPES[engine.recipe].port}"
-    checked = host.check_output(f"{WATCHDOG} --check --url {base}/health --models-url {base}/v1/models "
-                                f"--served-name {name} --secrets {SECRETS_FILE}")
-    assert checked == "ready: True healthy"
-    revision = host.inventory_data["model"]["revision"]
-    assert host.check_output("cat /var/lib/k3ops/engine/revision").endswith(f"/revisions/{revision}")
+    model = host.inventory_data["model"]
+    urls = engine_urls(engine)
+    state = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"],
+                          served_name=model["name"])
+    assert (state["unit"], state["ready"], state["detail"]) == ("active", True, "healthy")
+    assert state["revision"].endswith(f"/{layout.REVISIONS_DIR}/{model['revision']}")
 
 
 def test_engine_secrets_stay_private(host, spec, engine):
-    secrets = host.file(SECRETS_FILE)
+    secrets = host.file(ENGINE_SECRETS_FILE)
     assert (secrets.user, secrets.group, secrets.mode) == ("root", "root", 0o600)
-    values = [line.split("=", 1)[1] for line in host.check_output(f"cat {SECRETS_FILE}").splitlines() if "=" in line]
-    shown = host.check_output(f"systemctl show {UNIT} {WATCHDOG_SERVICE}")
+    values = [line.split("=", 1)[1] for line in host.check_output(f"cat {ENGINE_SECRETS_FILE}").splitlines()
+              if "=" in line]
+    shown = host.check_output(f"systemctl show {ENGINE_UNIT} {WATCHDOG_SERVICE}")
     processes = host.check_output("ps -eo args")
     for value in values:
         assert value not in shown and value not in processes

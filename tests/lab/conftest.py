@@ -26,7 +26,7 @@ def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-def pyinfra(*args: str, inventory: str = "inventory/lab.py", env: dict | None = None) -> subprocess.CompletedProcess:
+def pyinfra(*args: str, inventory: str = "inventory/lab/hosts.py", env: dict | None = None) -> subprocess.CompletedProcess:
     """The real pyinfra command line on a lab inventory (`env`: added to this process's environment)."""
     return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
@@ -46,7 +46,7 @@ def lab_inventory(path: Path, **changes) -> str:
     return str(path)
 
 
-def host_checks(inventory: str = "inventory/lab.py", *pytest_args: str,
+def host_checks(inventory: str = "inventory/lab/hosts.py", *pytest_args: str,
                 checks: str = "tests/hosts") -> subprocess.CompletedProcess:
     """The host checks (`checks`: tests/hosts or one of its files) against a lab inventory, as `k3ops check` runs them."""
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", checks,

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pytest
 
-from ..engine_units import DIGEST, engine_variables, rendered_units
+from k3ops.onhost import layout
+
+from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
 from .conftest import host_checks, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
@@ -49,7 +52,7 @@ def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
 
 
 def test_host_checks_pass_after_the_deploy(lab):
-    checks = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
+    checks = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert checks.returncode == 0, checks.stdout[-4000:]
     assert " passed" in checks.stdout and " failed" not in checks.stdout
 
@@ -59,12 +62,19 @@ def test_second_run_changes_nothing(lab):
 
 
 def verify_units(host: str, variables: dict, edit: str = "true") -> str:
-    """Installs the engine's units in a directory of their own on `host` (then runs `edit` there) and
-    returns what `systemd-analyze verify` says about them: nothing at all when they are sound."""
+    """Installs the engine's units in a directory of their own on `host`, with the watchdog's launcher
+    where the deploy puts it (then runs `edit` there), and returns what `systemd-analyze verify` says
+    about them: nothing at all when they are sound."""
     directory = f"/run/k3ops-verify/{variables['recipe']}-{variables['node_rank']}"
     units = rendered_units(variables)
-    script = [f"rm -rf {directory}", f"mkdir -p {directory}", f"cd {directory}"]
-    script += [f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {name}" for name, text in units.items()]
+
+    def written(text: str, path: str) -> str:
+        return f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {path}"
+
+    launcher = layout.WATCHDOG_COMMAND
+    script = [f"mkdir -p {os.path.dirname(launcher)}", written(rendered_watchdog_command(), launcher),
+              f"chmod 755 {launcher}", f"rm -rf {directory}", f"mkdir -p {directory}", f"cd {directory}"]
+    script += [written(text, name) for name, text in units.items()]
     script += [edit, f"systemd-analyze verify {' '.join(units)}"]
     result = on_host(host, " && ".join(script), check=False)
     return result.stdout + result.stderr + (f"exit status {result.returncode}" if result.returncode else "")
@@ -102,13 +112,13 @@ def test_drift_is_repaired_by_a_rerun(lab):
                       " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\" && systemctl restart docker"
                       " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades"
                       " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
-    drifted = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
+    drifted = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert drifted.returncode != 0
     for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
                     "test_fabric_manager_runs_at_the_driver_version"):
         assert symptom in drifted.stdout
     assert changed_operations(deploy())
-    repaired = host_checks("inventory/lab.py", *GPU_HOST_CHECKS)
+    repaired = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert repaired.returncode == 0, repaired.stdout[-4000:]
 
 

@@ -48,7 +48,7 @@ def test_pyinfra_runs_commands_on_every_host(lab):
 
 
 def test_testinfra_hosts_come_from_the_same_inventory(lab):
-    hosts = inventory.testinfra_hosts(REPO_ROOT / "inventory" / "lab.py")
+    hosts = inventory.testinfra_hosts(REPO_ROOT / "inventory" / "lab" / "hosts.py")
     assert sorted(h.inventory_name for h in hosts) == sorted(lab)
     for host in hosts:
         assert host.check_output("hostname") == host.inventory_name

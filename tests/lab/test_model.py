@@ -22,7 +22,7 @@ FIRST, SECOND = hub.TINY_MODEL_REVISIONS
 TEST_TOKEN = "hf_labTokenNeverLogged0123456789"
 
 
-def deploy(inventory: str = "inventory/lab.py", *args: str) -> dict:
+def deploy(inventory: str = "inventory/lab/hosts.py", *args: str) -> dict:
     result = pyinfra("--json", *args, "deploys/model.py", inventory=inventory, env={"HF_TOKEN": TEST_TOKEN})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout)
@@ -83,10 +83,10 @@ def test_second_run_changes_nothing(lab):
 
 
 def test_status_shows_each_host(lab):
-    status = k3ops("model", "status", "inventory/lab.py")
+    status = k3ops("model", "status", "inventory/lab/hosts.py")
     for host in HOSTS:
         assert re.search(rf"^{host}\s+tiny-k3\s+{FIRST[:12]}\s+yes\s+active\s", status.stdout, re.MULTILINE), status.stdout
-    rows = json.loads(k3ops("model", "status", "inventory/lab.py", "--json").stdout)
+    rows = json.loads(k3ops("model", "status", "inventory/lab/hosts.py", "--json").stdout)
     assert [row["bad_files"] for row in rows] == [[], [], []]
 
 
@@ -95,7 +95,7 @@ def test_a_corrupt_byte_is_found_and_repaired_from_a_peer(lab):
     path = f"{CACHE}/current/{shard}"
     original = on_host("gpu-02", f"sha256sum {path}").stdout.split()[0]
     on_host("gpu-02", f"printf '\\x5a' | dd of={path} bs=1 seek=4096 conv=notrunc status=none")
-    verify = k3ops("model", "verify", "inventory/lab.py", check=False)
+    verify = k3ops("model", "verify", "inventory/lab/hosts.py", check=False)
     assert verify.returncode == 1 and "gpu-02" in verify.stderr
     assert store_state("gpu-02")["bad_files"] == [shard]
     downloads, from_peers = len(hub_downloads()), store_state("gpu-02")["bytes_from_peers"]
@@ -129,7 +129,7 @@ def test_a_killed_fetch_resumes_and_completes(lab, tmp_path):
         run.kill()
     left = json.loads(on_host("gpu-03", f"cat {CACHE}/state.json").stdout)
     assert left["phase"] != "active" and on_host("gpu-03", f"test -e {CACHE}/current", check=False).returncode == 1
-    deploy("inventory/lab.py", "--limit", "gpu-03")
+    deploy("inventory/lab/hosts.py", "--limit", "gpu-03")
     resumed = store_state("gpu-03")
     assert resumed["active"] == FIRST and resumed["bytes_from_hub"] == 0
     assert 0 < resumed["bytes_from_peers"] < total
@@ -147,7 +147,7 @@ def test_a_disk_too_small_is_refused_before_any_byte_is_fetched(lab):
         assert store_state("gpu-03")["phase"] == "failed"
     finally:
         on_host("gpu-03", "rm -f /srv/k3ops/models/filler")
-    deploy("inventory/lab.py", "--limit", "gpu-03")
+    deploy("inventory/lab/hosts.py", "--limit", "gpu-03")
     assert store_state("gpu-03")["active"] == FIRST
 
 

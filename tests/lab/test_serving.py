@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from k3ops.engines.units import WATCHDOG_SERVICE
+from k3ops.onhost.layout import WATCHDOG_SERVICE
 from k3ops.lab.inventory import groups
 
 from .conftest import host_checks, k3ops, on_host, pyinfra
@@ -79,8 +79,9 @@ def test_second_run_changes_nothing(lab):
 
 
 def test_serve_status_shows_each_engine(lab):
-    rows = json.loads(k3ops("serve", "status", "inventory/lab.py", "--json").stdout)
-    assert [(row["host"], row["unit"], row["ready"]) for row in rows] == [(h, "active", "True healthy") for h in HOSTS]
+    rows = json.loads(k3ops("serve", "status", "inventory/lab/hosts.py", "--json").stdout)
+    assert [(row["host"], row["unit"], row["ready"], row["detail"]) for row in rows] == \
+        [(h, "active", True, "healthy") for h in HOSTS]
     assert all(row["requests_running"] is not None for row in rows)
 
 

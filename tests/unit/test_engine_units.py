@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from k3ops.engines.units import SECRETS_FILE
+from k3ops.onhost.layout import ENGINE_SECRETS_FILE
 
 from ..engine_units import DIGEST, HEAD_ADDRESS, MODEL_DIR, engine_variables as variables, rendered_units
 
@@ -26,12 +26,12 @@ def test_vllm_runs_the_pinned_image_on_the_cdi_gpus_from_the_cache_offline():
     assert argv[argv.index("--device") + 1] == "nvidia.com/gpu=all"
     assert f"{MODEL_DIR}:{MODEL_DIR}:ro" in argv
     assert {"HF_HUB_OFFLINE=1", "VLLM_USE_V2_MODEL_RUNNER=1"} <= {argv[i + 1] for i, a in enumerate(argv) if a == "--env"}
-    assert argv[argv.index("--env-file") + 1] == SECRETS_FILE
+    assert argv[argv.index("--env-file") + 1] == ENGINE_SECRETS_FILE
     assert argv[argv.index("--model") + 1] == f"{MODEL_DIR}/current"
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     service = unit["Service"]
     assert service["Restart"] == "always" and service["User"] == "k3ops"
-    assert service["EnvironmentFile"] == f"-{SECRETS_FILE}"
+    assert service["EnvironmentFile"] == f"-{ENGINE_SECRETS_FILE}"
     assert unit["Unit"]["RequiresMountsFor"] == "/srv/k3ops/models"
 
 

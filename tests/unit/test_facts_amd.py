@@ -8,7 +8,7 @@ from k3ops.lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
 
 from ..conftest import real_output
 from .fact_commands import tool_arguments
-from .fake_host import amd_host, run
+from ..lab.fake_host import amd_host, run
 
 TELEGRAF_JSON = "amd/rocm-smi-json_mi100-x4_rocm-6.0.2_telegraf.txt"
 

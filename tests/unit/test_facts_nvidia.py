@@ -24,7 +24,7 @@ from k3ops.lab.sim.sysfs import write_sysfs
 
 from ..conftest import real_output
 from .fact_commands import tool_arguments
-from .fake_host import bare_host, freeze_clock, nvidia_host, run
+from ..lab.fake_host import bare_host, freeze_clock, nvidia_host, run
 
 ALL_FIELDS_CSV = "query-gpu-csv/h100-x1_590.48.01_all-fields_csv-with-header_load.txt"
 MISMATCH = "driver-mismatch/nvidia-smi_nvml-mismatch_classic.txt"

@@ -15,7 +15,7 @@ from k3ops.lab.sim.host import HARDWARE_DOCUMENT
 from k3ops.operations import nvidia
 
 from .fact_commands import tool_arguments
-from .fake_host import freeze_clock, nvidia_host, run, write
+from ..lab.fake_host import freeze_clock, nvidia_host, run, write
 
 TOOLS = {"nvidia-smi": nvidia_smi, "nvidia-ctk": nvidia_ctk}
 

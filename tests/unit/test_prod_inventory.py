@@ -1,5 +1,6 @@
 """inventory/prod.py, the example fleet, passes validation; each kind of bad data in it is named by host and field."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -21,19 +22,19 @@ def test_the_example_fleet_is_valid():
 
 
 @pytest.mark.parametrize("group, change, message", [
-    ("k3_b300", ('"revision": "0000000000000000000000000000000000000000"', '"revision": "main"'),
+    ("b300", ('"revision": "0000000000000000000000000000000000000000"', '"revision": "main"'),
      "b300-01: model.revision: 'main' is not a commit sha"),
-    ("k3_b300", ('"recipe": "vllm-b300x8"', '"recipe": "sglang-b300x8"'),
+    ("b300", ('"recipe": "vllm-b300x8"', '"recipe": "sglang-b300x8"'),
      "b300-02: engine: args: recipe 'sglang-b300x8' needs --mamba-full-memory-ratio in engine.args"),
-    ("k3_mi355x", ('"recipe": "vllm-mi355x8"', '"recipe": "vllm-b300x8"'),
+    ("mi355x", ('"recipe": "vllm-mi355x8"', '"recipe": "vllm-b300x8"'),
      "mi355x-01: engine.recipe: recipe 'vllm-b300x8' is written for b300x8, not mi355x8"),
-    ("k3_mi355x", ('"image_digest": "sha256:', '"image": "rocm/vllm:kimi-k3", "_digest": "sha256:'),
+    ("mi355x", ('"image_digest": "sha256:', '"image": "rocm/vllm:kimi-k3", "_digest": "sha256:'),
      "mi355x-01: engine._digest: Extra inputs are not permitted"),
-    ("k3_llamacpp", ('    "api_key_file": "~/.config/k3ops/cpu-01.api-key",\n', ""),
+    ("llamacpp", ('    "api_key_file": "~/.config/k3ops/cpu-01.api-key",\n', ""),
      "cpu-01: engine: host: 0.0.0.0 is not loopback, so api_key_file is required"),
-    ("k3_llamacpp", ('    "model_file": "UD-Q4_K_XL/Kimi-K3-UD-Q4_K_XL-00001-of-00013.gguf",\n', ""),
+    ("llamacpp", ('    "model_file": "UD-Q4_K_XL/Kimi-K3-UD-Q4_K_XL-00001-of-00013.gguf",\n', ""),
      "cpu-01: engine: model_file: llama-server loads one GGUF file"),
-    ("k3_b300", ('gpu_count = 8', 'gpu_count = 4'),
+    ("b300", ('hardware_profile = "b300x8"\n', 'hardware_profile = "b300x8"\ngpu_count = 4\n'),
      "b300-01: gpu_count: 4 disagrees with hardware_profile 'b300x8', which has 8 GPUs"),
 ])
 def test_bad_data_is_named_by_host_and_field(tmp_path, group, change, message):
@@ -45,3 +46,20 @@ def test_bad_data_is_named_by_host_and_field(tmp_path, group, change, message):
     result = validate(tmp_path / "inventory" / "prod.py")
     assert result.returncode == 1
     assert message in result.stderr, result.stderr
+
+
+def test_every_example_host_gets_the_fleet_settings_and_no_lab_host_does():
+    """group_data/all.py is pyinfra's group of every host in inventory/prod.py; the lab inventory sits in a
+    directory of its own, so production group data never applies to it, even to a group of the same name."""
+    script = (
+        "import json\n"
+        "import k3ops.lab.inventory as lab_inventory\n"
+        "from k3ops.inventory import load\n"
+        "lab_inventory.groups = lambda: {'b300': [('gpu-01', {'hardware_profile': 'b300x8'})]}\n"
+        "print(json.dumps({'prod': {host.name: host.data.dict().get('ssh_key') for host in load('inventory/prod.py')},\n"
+        "                  'lab': [host.data.dict() for host in load('inventory/lab/hosts.py')]}))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert set(loaded["prod"].values()) == {"~/.ssh/k3ops_ed25519"} and len(loaded["prod"]) == 4
+    assert loaded["lab"] == [{"hardware_profile": "b300x8"}]

@@ -59,6 +59,14 @@ def test_unknown_keys_are_refused_but_connector_and_global_argument_keys_pass():
     assert host_errors("gpu-01", data) == ["gpu-01: nvidia_drvier_version: not a k3ops or pyinfra setting (a typo?)"]
 
 
+def test_the_gpus_come_from_the_hardware_profile_unless_data_states_them():
+    spec = GpuHostSpec.model_validate({"hardware_profile": "mi355x8"})
+    assert (spec.gpu_vendor, spec.gpu_model, spec.gpu_count) == ("amd", "AMD Instinct MI355X", 8)
+    assert GpuHostSpec.model_validate(MI355X) == spec
+    cpu = GpuHostSpec.model_validate({"hardware_profile": "cpu"})
+    assert (cpu.gpu_vendor, cpu.gpu_model, cpu.gpu_count) == (None, None, 0)
+
+
 def test_a_cpu_host_needs_no_gpu_data():
     assert host_errors("cpu-01", {"hardware_profile": "cpu"}) == []
     with pytest.raises(ValidationError):

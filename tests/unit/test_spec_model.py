@@ -4,6 +4,7 @@ import pytest
 
 from k3ops.deploys.checkpoint import fan_out_sources
 from k3ops.spec import host_errors
+from k3ops.spec.model import ModelHostSpec
 
 CPU = {"hardware_profile": "cpu", "gpu_count": 0}
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
@@ -30,12 +31,22 @@ def test_bad_model_data_names_host_and_field(change, message):
 @pytest.mark.parametrize("data, message", [
     ({"model_cache_path": "relative/path"}, "gpu-01: model_cache_path: String should match pattern"),
     ({"model_cache_wipe": ["nvme1n1"]}, "gpu-01: model_cache_wipe: 'nvme1n1' is not a device path"),
+    ({"nvme_devices": ["nvme0n1"]}, "gpu-01: nvme_devices: 'nvme0n1' is not a device path"),
     ({"model_source": "bittorrent"}, "gpu-01: model_source: Input should be 'peers' or 'hub'"),
     ({"hf_endpoint": "huggingface.co"}, "gpu-01: hf_endpoint: String should match pattern"),
 ])
 def test_bad_cache_data_names_host_and_field(data, message):
     errors = host_errors("gpu-01", {**CPU, "model": MODEL, **data})
     assert any(error.startswith(message) for error in errors), errors
+
+
+@pytest.mark.parametrize("data, address", [
+    ({"peer_address": "10.1.0.7", "ssh_hostname": "192.0.2.7"}, "10.1.0.7"),
+    ({"ssh_hostname": "192.0.2.7"}, "192.0.2.7"),
+    ({}, "gpu-07"),
+])
+def test_peers_reach_a_host_on_its_peer_address_else_where_ssh_does(data, address):
+    assert ModelHostSpec.model_validate(data).address_for_peers("gpu-07") == address
 
 
 def test_fan_out_is_a_binary_tree_rooted_at_the_first_host():

@@ -2,5 +2,7 @@
 
 from pathlib import Path
 
-# templates/ at the top of the checkout holds every file a deploy writes onto a host.
-TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
+from .. import templates
+
+# Every file a deploy writes onto a host: templates/ in the repository, k3ops.templates when installed.
+TEMPLATES = Path(templates.__path__[0])

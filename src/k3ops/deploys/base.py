@@ -8,7 +8,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import apt, files, server, systemd
 
-from ..operations import apt as k3ops_apt
+from ..operations import packages
 from . import TEMPLATES
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51k3ops-gpu-stack-blacklist"
@@ -24,8 +24,8 @@ GPU_SYSCTLS = {"kernel.numa_balancing": 0}
 
 
 @deploy("GPU host base")
-def gpu_host_base() -> None:
-    k3ops_apt.update(name="Refresh apt lists older than an hour", cache_time=3600)
+def base() -> None:
+    packages.update(name="Refresh apt lists older than an hour", cache_time=3600)
     files.template(
         name="Keep unattended-upgrades away from the GPU stack",
         src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),
@@ -33,8 +33,7 @@ def gpu_host_base() -> None:
     )
     apt.packages(name="Install time sync and the tools GPU checks read",
                  packages=["systemd-timesyncd", "pciutils", "mokutil"], no_recommends=True)
-    # Enabled, so it runs from the next boot; containers (the lab) skip it by its own condition.
-    systemd.service(name="Enable time sync", service="systemd-timesyncd", running=None, enabled=True)
+    systemd.service(name="Time sync running and enabled", service="systemd-timesyncd", running=True, enabled=True)
     kernel = host.get_fact(KernelVersion)
     apt.packages(name=f"Install kernel headers for the running kernel ({kernel})",
                  packages=[f"linux-headers-{kernel}"], no_recommends=True)

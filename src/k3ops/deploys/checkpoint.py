@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from io import StringIO
 from os import environ
 from pathlib import Path
@@ -19,25 +20,23 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.server import Which
 from pyinfra.operations import apt, files, pip, server, systemd
+from pyinfra.operations.util import any_changed
 
-from .. import checkpoint as checkpoint_package
-from ..facts.checkpoint import CHECKPOINT_COMMAND
-from ..operations import checkpoint
+from ..onhost import layout
+from ..onhost.layout import PEER_USER
+from ..operations import checkpoint as checkpoint_operations
 from ..spec import host_spec, model_host_spec
 from ..spec.model import ModelHostSpec
 from . import TEMPLATES, fleet
+from .onhost import onhost_command, onhost_package
 
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
-VENV = "/opt/k3ops/venv"
-LIBRARY = "/opt/k3ops/lib"
-CONFIG_DIR = "/etc/k3ops/models"
-TOKEN_FILE = "/etc/k3ops/hf.env"
-PEER_USER = "k3ops-peer"
 GIB = 1024**3
+PEER_KEY_LOCK = threading.Lock()
 
 
 @deploy("Pinned checkpoint")
-def pinned_checkpoint() -> None:
+def checkpoint() -> None:
     spec, model_host = host_spec(host), model_host_spec(host)
     model = model_host.model
     if model is None:
@@ -50,34 +49,31 @@ def pinned_checkpoint() -> None:
     peer_access(model_host, user)
     token()
     units = [files.template(name=f"Unit {unit}", src=str(TEMPLATES / "systemd" / f"{unit}.j2"),
-                            dest=f"/etc/systemd/system/{unit}", mode="644", service_user=user,
-                            cache_path=model_host.model_cache_path, token_file=TOKEN_FILE,
-                            checkpoint_command=CHECKPOINT_COMMAND)
-             for unit in ("k3ops-model-fetch@.service", "k3ops-model-verify@.service", "k3ops-model-verify@.timer")]
-    systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=lambda: any(u.did_change() for u in units))
-    files.directory(name=f"Directory {CONFIG_DIR}", path=CONFIG_DIR, mode="755")
+                            dest=f"/etc/systemd/system/{unit}", mode="644", layout=layout, service_user=user,
+                            service_home=layout.home(user), cache_path=model_host.model_cache_path)
+             for unit in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE, layout.VERIFY_TIMER_TEMPLATE)]
+    systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=any_changed(*units))
+    files.directory(name=f"Directory {layout.MODEL_CONFIG_DIR}", path=layout.MODEL_CONFIG_DIR, mode="755")
     files.put(name=f"Fetch settings for {model.name}", src=StringIO(fetch_config(model_host)),
-              dest=f"{CONFIG_DIR}/{model.name}.json", mode="644")
-    systemd.service(name=f"Weekly verification of {model.name}", service=f"k3ops-model-verify@{model.name}.timer",
-                    running=True, enabled=True)
-    checkpoint.active_revision(name=f"Fetch, verify and activate {model.name} {model.revision}", model=model.name,
+              dest=layout.model_config(model.name), mode="644")
+    systemd.service(name=f"Weekly verification of {model.name}",
+                    service=layout.instance(layout.VERIFY_TIMER_TEMPLATE, model.name), running=True, enabled=True)
+    checkpoint_operations.active_revision(name=f"Fetch, verify and activate {model.name} {model.revision}", model=model.name,
                                revision=model.revision, cache_path=model_host.model_cache_path)
 
 
 def fetcher_environment(model_host: ModelHostSpec) -> None:
-    """A venv with huggingface_hub and the k3ops_checkpoint package, behind one command."""
+    """A venv with huggingface_hub and the host-side checkpoint store, behind one command."""
     python = host.get_fact(Which, command="python3") or "/usr/bin/python3"
-    pip.venv(name=f"Python venv {VENV}", path=VENV, python=python)
+    pip.venv(name=f"Python venv {layout.VENV}", path=layout.VENV, python=python)
     source = model_host.python_find_links or model_host.python_index_url
     index = (f"--no-index --find-links {source}" if model_host.python_find_links else f"--index-url {source}")
     if source.startswith("http://"):  # pip refuses plain HTTP from a host it was not told to trust
         index += f" --trusted-host {urlsplit(source).netloc}"
-    pip.packages(name=f"Install {HUGGINGFACE_HUB}", packages=[HUGGINGFACE_HUB], virtualenv=VENV,
+    pip.packages(name=f"Install {HUGGINGFACE_HUB}", packages=[HUGGINGFACE_HUB], virtualenv=layout.VENV,
                  extra_install_args=index)
-    files.sync(name="Install the k3ops_checkpoint package", src=str(Path(checkpoint_package.__file__).parent),
-               dest=f"{LIBRARY}/k3ops_checkpoint", delete=True, exclude=["*.pyc", "__pycache__"])
-    files.template(name=f"Command {CHECKPOINT_COMMAND}", src=str(TEMPLATES / "k3ops" / "k3ops-checkpoint.j2"),
-                   dest=CHECKPOINT_COMMAND, mode="755", library=LIBRARY, venv=VENV)
+    onhost_package()
+    onhost_command(layout.CHECKPOINT_COMMAND, "k3ops-checkpoint.j2")
 
 
 def peer_access(model_host: ModelHostSpec, user: str) -> None:
@@ -85,29 +81,31 @@ def peer_access(model_host: ModelHostSpec, user: str) -> None:
     private_key = Path(model_host.model_peer_key).expanduser()
     ensure_peer_key(private_key)
     server.user(name=f"Peer copy user {PEER_USER}", user=PEER_USER, system=True, shell="/bin/sh",
-                home=f"/var/lib/{PEER_USER}", create_home=True)
-    files.directory(name=f"Directory ~{PEER_USER}/.ssh", path=f"/var/lib/{PEER_USER}/.ssh", user=PEER_USER,
+                home=layout.home(PEER_USER), create_home=True)
+    files.directory(name=f"Directory ~{PEER_USER}/.ssh", path=f"{layout.home(PEER_USER)}/.ssh", user=PEER_USER,
                     group=PEER_USER, mode="700")
     files.template(name="Peers may read the model cache, nothing else",
                    src=str(TEMPLATES / "k3ops" / "peer-authorized-keys.j2"),
-                   dest=f"/var/lib/{PEER_USER}/.ssh/authorized_keys", user=PEER_USER, group=PEER_USER, mode="600",
+                   dest=layout.PEER_AUTHORIZED_KEYS, user=PEER_USER, group=PEER_USER, mode="600",
                    cache_path=model_host.model_cache_path,
                    public_key=private_key.with_suffix(".pub").read_text().strip())
-    files.directory(name=f"Directory ~{user}/.ssh", path=f"/var/lib/{user}/.ssh", user=user, group=user, mode="700")
-    files.put(name="The fleet's peer-copy key", src=str(private_key), dest=peer_key_path(user), user=user, group=user,
-              mode="600")
+    files.directory(name=f"Directory ~{user}/.ssh", path=f"{layout.home(user)}/.ssh", user=user, group=user,
+                    mode="700")
+    files.put(name="The fleet's peer-copy key", src=str(private_key), dest=layout.peer_key(user), user=user,
+              group=user, mode="600")
 
 
 def ensure_peer_key(path: Path) -> None:
-    """Make the fleet's peer-copy key on the controller the first time (an ed25519 key, no passphrase)."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "k3ops-peers", "-f", str(path)],
-                       check=True)
+    """Make the fleet's peer-copy key on the controller the first time (an ed25519 key, no passphrase).
 
-
-def peer_key_path(user: str) -> str:
-    return f"/var/lib/{user}/.ssh/k3ops-peers"
+    pyinfra prepares hosts concurrently (greenlets: its CLI patches threading), so the first hosts of a
+    fresh fleet race to make the key; the lock lets one make it and the others read it.
+    """
+    with PEER_KEY_LOCK:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", layout.PEER_KEY_NAME, "-f",
+                            str(path)], check=True)
 
 
 def token() -> None:
@@ -115,10 +113,10 @@ def token() -> None:
 
     Without HF_TOKEN in the environment an existing file is left as it is (public models need none).
     """
-    files.directory(name="Directory /etc/k3ops", path="/etc/k3ops", mode="755")
+    files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
     value = environ.get("HF_TOKEN")
     if value:
-        files.put(name=f"Hub token in {TOKEN_FILE}", src=StringIO(f"HF_TOKEN={value}\n"), dest=TOKEN_FILE,
+        files.put(name=f"Hub token in {layout.TOKEN_FILE}", src=StringIO(f"HF_TOKEN={value}\n"), dest=layout.TOKEN_FILE,
                   user="root", group="root", mode="600")
 
 
@@ -132,8 +130,8 @@ def fetch_config(model_host: ModelHostSpec) -> str:
         "cache_path": model_host.model_cache_path, "endpoint": model_host.hf_endpoint,
         "headroom_bytes": int(model_host.model_cache_headroom_gib * GIB), "rollback_depth": model.rollback_depth,
         "peers": peers, "peer_wait_seconds": model_host.model_peer_wait_seconds,
-        "peer_key": peer_key_path(host_spec(host).service_user),
-        "require_mount": bool(host_spec(host).nvme_devices),
+        "peer_key": layout.peer_key(host_spec(host).service_user),
+        "require_mount": bool(model_host.nvme_devices),
         "peer_bwlimit_kib": int(model_host.model_peer_bwlimit_mib * 1024) if model_host.model_peer_bwlimit_mib else None,
     }, indent=1, sort_keys=True) + "\n"
 
@@ -144,7 +142,7 @@ def peer_fleet(model_host: ModelHostSpec) -> list[tuple[str, str]]:
         data = ModelHostSpec.model_validate(other.data.dict())
         return data.model == model_host.model and data.model_source == "peers"
 
-    return [(member.name, fleet.address(member)) for member in fleet.members(same)]
+    return [(member.name, model_host_spec(member).address_for_peers(member.name)) for member in fleet.members(same)]
 
 
 def fan_out_sources(name: str, fleet: list[tuple[str, str]]) -> list[str]:

@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, systemd
 from pyinfra.operations.util import any_changed
 
-from ..operations import apt as k3ops_apt
+from ..operations import packages
 from ..spec import host_spec
 from .repositories import signed_repository
 
@@ -19,7 +19,7 @@ def container_runtime() -> None:
     spec = host_spec(host)
     if spec.docker_source == "vendor":
         repository = signed_repository("docker", spec.repository("docker"))
-        k3ops_apt.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))
+        packages.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))
     apt.packages(name=f"Install Docker Engine ({spec.docker_source})", packages=DOCKER_PACKAGES[spec.docker_source],
                  no_recommends=True)
     systemd.service(name="Run Docker", service="docker", running=True, enabled=True)

@@ -5,12 +5,6 @@ from __future__ import annotations
 from pyinfra import inventory
 
 
-def address(member) -> str:
-    """Where other hosts reach this one: its peer_address, else its SSH address, else its name."""
-    data = member.data
-    return data.get("peer_address") or data.get("ssh_hostname") or member.name
-
-
 def members(selected) -> list:
     """The inventory's hosts for which `selected(host)` holds, in inventory order (the whole inventory,
     not only this run's hosts: a host deployed alone with --limit still finds its peers)."""

@@ -6,11 +6,11 @@ from pyinfra.api import deploy
 
 from .gpu_host import gpu_host
 from .model import model
-from .serving import engine_service
+from .serving import serving
 
 
 @deploy("Kimi K3")
 def k3() -> None:
     gpu_host()
     model()
-    engine_service()
+    serving()

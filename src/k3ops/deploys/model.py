@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from .checkpoint import pinned_checkpoint
+from .checkpoint import checkpoint
 from .model_cache import model_cache
 
 
 @deploy("Model")
 def model() -> None:
     model_cache()
-    pinned_checkpoint()
+    checkpoint()

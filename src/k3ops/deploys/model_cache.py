@@ -16,7 +16,7 @@ VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how
 @deploy("Model cache volume")
 def model_cache() -> None:
     spec, model = host_spec(host), model_host_spec(host)
-    devices = spec.nvme_devices
+    devices = model.nvme_devices
     service_user(spec.service_user)
     if devices:
         apt.packages(name="Install the filesystem and RAID tools", no_recommends=True,

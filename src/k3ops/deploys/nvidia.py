@@ -15,7 +15,7 @@ from pyinfra.operations.util import any_changed
 
 from ..facts.boot import SecureBoot
 from ..facts.nvidia import NvidiaKernelModule, NvSwitches
-from ..operations import apt as k3ops_apt
+from ..operations import packages
 from ..operations import nvidia as nvidia_operations
 from ..spec import host_spec
 from ..spec.host import GpuHostSpec
@@ -26,6 +26,13 @@ from .repositories import signed_repository
 PIN_FILE = "/etc/apt/preferences.d/k3ops-nvidia-driver"
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/k3ops-blacklist-nouveau.conf"
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
+# NVIDIA's CUDA repository packages each driver release once: 580.126.09 is package version 580.126.09-1.
+CUDA_PACKAGE_REVISION = "1"
+
+
+def package_version(spec: GpuHostSpec) -> str:
+    """The exact package version of the driver release (and of fabric manager, which moves with it)."""
+    return f"{spec.nvidia_driver_version}-{CUDA_PACKAGE_REVISION}"
 
 
 def driver_packages(spec: GpuHostSpec) -> list[str]:
@@ -60,15 +67,15 @@ def needs_fabric_manager(spec: GpuHostSpec) -> bool:
 
 
 @deploy("NVIDIA GPU host")
-def nvidia_gpu_host() -> None:
+def nvidia() -> None:
     spec = host_spec(host)
     if host.get_fact(SecureBoot) and not spec.nvidia_signed_modules:
         raise DeployError(f"{host.name}: Secure Boot is on and would refuse unsigned NVIDIA modules; "
                           "enroll a MOK and set nvidia_signed_modules = True, or turn Secure Boot off")
-    version = f"{spec.nvidia_driver_version}-1"
-    packages = driver_packages(spec)
+    version = package_version(spec)
+    driver_names = driver_packages(spec)
     fabric_manager = needs_fabric_manager(spec)
-    pinned = packages + ([fabric_manager_package(spec)] if fabric_manager else [])
+    pinned = driver_names + ([fabric_manager_package(spec)] if fabric_manager else [])
 
     repository = signed_repository("cuda", spec.repository("cuda"))
     pin = files.template(
@@ -76,13 +83,13 @@ def nvidia_gpu_host() -> None:
         src=str(TEMPLATES / "apt" / "nvidia-driver-pin.pref.j2"),
         dest=PIN_FILE, packages=pinned, version=version,
     )
-    k3ops_apt.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
+    packages.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
     driver = apt.packages(
         name=f"Install NVIDIA driver {spec.nvidia_driver_version} ({spec.nvidia_kernel_modules} modules)",
-        packages=[f"{name}={version}" for name in packages],
+        packages=[f"{name}={version}" for name in driver_names],
         allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True,
     )
-    k3ops_apt.held(name="Hold the driver packages", packages=pinned)
+    packages.held(name="Hold the driver packages", packages=pinned)
 
     nouveau = files.put(
         name="Blacklist nouveau",
@@ -107,7 +114,7 @@ def nvidia_gpu_host() -> None:
         moved = apt.packages(name="Install fabric manager at the driver's exact version",
                              packages=[f"{fabric_manager_package(spec)}={version}"],
                              allow_downgrades=True, extra_install_args="--allow-change-held-packages")
-        k3ops_apt.held(name="Hold fabric manager", packages=[fabric_manager_package(spec)])
+        packages.held(name="Hold fabric manager", packages=[fabric_manager_package(spec)])
         systemd.service(name="Enable fabric manager", service="nvidia-fabricmanager", running=True, enabled=True,
                         _if=driver_loaded)
         # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
@@ -119,7 +126,7 @@ def nvidia_gpu_host() -> None:
         systemd.service(name="Enable DCGM", service="nvidia-dcgm", running=True, enabled=True, _if=driver_loaded)
 
     toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
-    k3ops_apt.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
+    packages.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
     apt.packages(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                  packages=[f"{name}={spec.container_toolkit_version}" for name in container_toolkit_packages()],
                  allow_downgrades=True, no_recommends=True)

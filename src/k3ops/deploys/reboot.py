@@ -6,6 +6,7 @@ import ipaddress
 from collections.abc import Callable
 
 from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand
 from pyinfra.operations import server
 
 from ..spec.host import GpuHostSpec
@@ -33,11 +34,13 @@ def reboot_if_needed(spec: GpuHostSpec, reason: str, needed: Callable[[], bool],
     if spec.reboot_policy != "allowed" or is_controller():
         why = "the controller is never rebooted" if is_controller() else "reboot_policy is 'never'"
         server.shell(name=f"Reboot needed to {reason}, but {why}: reboot this host yourself",
-                     commands=[f"echo 'k3ops: reboot needed to {reason}' >&2"], _if=needed)
+                     commands=[StringCommand("echo", QuoteString(f"k3ops: reboot needed to {reason}"), ">&2")],
+                     _if=needed)
         return lambda: not needed()
     rebooted = server.reboot(name=f"Reboot to {reason}", delay=5, reboot_timeout=600, _if=needed)
     server.shell(name="Verify the new boot runs what is installed",
-                 commands=[f"{verify} || {{ echo 'k3ops: after the reboot the host does not run what is installed "
-                           f"({reason})' >&2; exit 1; }}"],
+                 commands=[StringCommand(verify, "||", "{", "echo", QuoteString(
+                     f"k3ops: after the reboot the host does not run what is installed ({reason})"), ">&2;", "exit", "1;",
+                     "}")],
                  _if=rebooted.did_change)
     return lambda: True

@@ -4,12 +4,13 @@ user, and the IOMMU in pass-through mode as AMD's Instinct guides ask."""
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import QuoteString, StringCommand, deploy
 from pyinfra.operations import apt, files, server
+from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule
-from ..operations import apt as k3ops_apt
-from ..operations import kernel
+from ..onhost import layout
+from ..operations import kernel, packages
 from ..spec import host_spec
 from ..spec.host import GpuHostSpec
 from . import TEMPLATES
@@ -33,29 +34,27 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
 
 
 @deploy("AMD GPU host")
-def amd_gpu_host() -> None:
+def rocm() -> None:
     spec = host_spec(host)
     repositories = signed_repository("amdgpu", spec.repository("amdgpu")) + signed_repository(
         "rocm", spec.repository("rocm"))
     pin = files.template(name=f"Pin ROCm to release {spec.rocm_release}",
                          src=str(TEMPLATES / "apt" / "rocm-pin.pref.j2"), dest=PIN_FILE, mode="644",
                          pins=rocm_pins(spec), release=spec.rocm_release)
-    changed_sources = [*repositories, pin]
-    k3ops_apt.update(name="Refresh apt after repository or pin changes",
-               _if=lambda: any(op.did_change() for op in changed_sources))
+    packages.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repositories, pin))
     installed = apt.packages(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
                              no_recommends=True, extra_install_args="--allow-change-held-packages")
     moved = server.shell(
         name=f"Move installed ROCm packages to release {spec.rocm_release}",
-        commands=["DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades "
-                  f"--allow-change-held-packages {' '.join(ROCM_PACKAGES)}"],
+        commands=[StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--allow-downgrades",
+                                "--allow-change-held-packages", *(QuoteString(name) for name in ROCM_PACKAGES))],
         _if=lambda: pin.did_change() and not installed.did_change(),
     )
-    k3ops_apt.held(name="Hold the amdgpu driver", packages=["amdgpu-dkms"])
+    packages.held(name="Hold the amdgpu driver", packages=["amdgpu-dkms"])
     for group in ("render", "video"):  # udev makes them on most hosts; a minimal image may lack render
         server.group(name=f"Ensure the {group} group", group=group, system=True)
     server.user(name=f"Give {spec.service_user} the GPUs (render, video)", user=spec.service_user, system=True,
-                groups=["render", "video"], shell="/usr/sbin/nologin", home=f"/var/lib/{spec.service_user}")
+                groups=["render", "video"], shell="/usr/sbin/nologin", home=layout.home(spec.service_user))
     iommu = kernel.boot_argument(name="IOMMU in pass-through mode", argument="iommu=pt")
 
     loaded = host.get_fact(AmdgpuModule)

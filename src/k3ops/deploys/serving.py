@@ -10,32 +10,32 @@ from io import StringIO
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import DeployError, deploy
+from pyinfra.api import DeployError, QuoteString, StringCommand, deploy
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import docker, files, server, systemd
+from pyinfra.operations.util import any_changed
 
-from ..engines import watchdog
 from ..engines.recipes import Recipe, recipe
-from ..engines.units import (API_KEY_VARIABLE, SECRETS_FILE, STATE_DIR, UNIT, WATCHDOG, WATCHDOG_TIMER, unit_names,
-                             unit_variables)
+from ..engines.units import unit_names, unit_variables
 from ..facts.engine import EngineState
+from ..onhost import layout
+from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
 from ..spec.engine import EngineHostSpec, EngineSpec
 from . import TEMPLATES, fleet
-
-LLAMA_CPP_DIR = "/opt/k3ops/llama.cpp"
+from .onhost import onhost_command, onhost_package
 
 
 @deploy("Engine")
-def engine_service() -> None:
+def serving() -> None:
     spec, model_host = host_spec(host), model_host_spec(host)
     engine = EngineHostSpec.model_validate(host.data.dict()).engine
     if engine is None:
         host.noop("no engine in this host's data")
         return
     found = recipe(engine.recipe, spec.hardware_profile)
-    model_dir = f"{model_host.model_cache_path}/{model_host.model.name}"
+    model_dir = layout.model_dir(model_host.model_cache_path, model_host.model.name)
     rank, head = cluster_position(engine)
     values = unit_variables(found=found, engine=engine, served_name=model_host.model.name, model_dir=model_dir,
                             cache_path=model_host.model_cache_path, service_user=spec.service_user,
@@ -46,29 +46,31 @@ def engine_service() -> None:
     else:
         llama_server(engine)
     user = spec.service_user
-    files.directory(name=f"Engine state {STATE_DIR}", path=STATE_DIR, user=user, group=user, mode="750")
-    files.directory(name="Engine caches (compiled kernels)", path=f"{STATE_DIR}/cache", user=user, group=user,
+    files.directory(name=f"Engine state {ENGINE_STATE_DIR}", path=ENGINE_STATE_DIR, user=user, group=user,
+                    mode="750")
+    files.directory(name="Engine caches (compiled kernels)", path=f"{ENGINE_STATE_DIR}/cache", user=user, group=user,
                     mode="750")
     secrets = api_key(engine, found)
-    files.put(name="Engine watchdog", src=watchdog.__file__, dest=WATCHDOG, mode="755")
+    onhost_package()
+    onhost_command(layout.WATCHDOG_COMMAND, "k3ops-engine-watchdog.j2")
     units = [files.template(name=f"Unit {name}", src=str(TEMPLATES / "systemd" / f"{name}.j2"),
                             dest=f"/etc/systemd/system/{name}", mode="644", **values) for name in unit_names(rank)]
-    systemd.daemon_reload(name="Reload systemd for the engine units", _if=lambda: any(u.did_change() for u in units))
-    loaded = f"{model_dir}/revisions/{model_host.model.revision}"
+    systemd.daemon_reload(name="Reload systemd for the engine units", _if=any_changed(*units))
+    loaded = layout.revision_dir(model_host.model_cache_path, model_host.model.name, model_host.model.revision)
 
     def running_stale() -> bool:
         """Running, but on an old unit, key or revision: restart it (once, before the start below)."""
-        if not host.get_fact(SystemdStatus).get(UNIT):
+        if not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
             return False
         state = host.get_fact(EngineState, health_url=values["health_url"], models_url=values["models_url"],
                               served_name=model_host.model.name)
         return any(op.did_change() for op in [*units, secrets]) or state["revision"] not in (None, loaded)
 
-    systemd.service(name="Restart the engine onto its new unit, key or revision", service=UNIT, restarted=True,
-                    _if=running_stale)
-    systemd.service(name=f"Engine {found.engine} ({found.name})", service=UNIT, running=True, enabled=True)
+    systemd.service(name="Restart the engine onto its new unit, key or revision", service=ENGINE_UNIT,
+                    restarted=True, _if=running_stale)
+    systemd.service(name=f"Engine {found.engine} ({found.name})", service=ENGINE_UNIT, running=True, enabled=True)
     if rank == 0:
-        systemd.service(name="Engine watchdog timer", service=WATCHDOG_TIMER, running=True, enabled=True)
+        systemd.service(name="Engine watchdog timer", service=layout.WATCHDOG_TIMER, running=True, enabled=True)
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
                                 health_url=values["health_url"], models_url=values["models_url"],
                                 served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)
@@ -81,24 +83,25 @@ def llama_server(engine: EngineSpec) -> None:
     archive = files.download(name="Download the pinned llama-server build", src=engine.binary_url,
                              dest=f"{release}.tar.gz", sha256sum=engine.binary_sha256)
     files.directory(name=f"Directory {release}", path=release, mode="755")
-    server.shell(name="Unpack llama-server", commands=[f"tar -xzf {release}.tar.gz -C {release}"],
+    server.shell(name="Unpack llama-server",
+                 commands=[StringCommand("tar", "-xzf", QuoteString(f"{release}.tar.gz"), "-C", QuoteString(release))],
                  _if=archive.did_change)
     files.link(name=f"{LLAMA_CPP_DIR}/bin is the pinned build", path=f"{LLAMA_CPP_DIR}/bin", target=f"{release}/bin")
 
 
 def api_key(engine: EngineSpec, found: Recipe):
     """The engine's secrets file (root, 0600: systemd reads it for the unit), with the API key when data names one."""
-    files.directory(name="Directory /etc/k3ops", path="/etc/k3ops", mode="755")
+    files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
     lines = ""
     if engine.api_key_file:
         path = Path(engine.api_key_file).expanduser()
         try:
-            lines = f"{API_KEY_VARIABLE[found.engine]}={path.read_text().strip()}\n"
+            lines = f"{layout.API_KEY_VARIABLES[found.engine]}={path.read_text().strip()}\n"
         except OSError as error:
             raise DeployError(f"{host.name}: engine.api_key_file: cannot read {path} on this controller: "
                               f"{error.strerror}") from None
-    return files.put(name=f"Engine secrets {SECRETS_FILE}", src=StringIO(lines), dest=SECRETS_FILE, user="root",
-                     group="root", mode="600")
+    return files.put(name=f"Engine secrets {ENGINE_SECRETS_FILE}", src=StringIO(lines), dest=ENGINE_SECRETS_FILE,
+                     user="root", group="root", mode="600")
 
 
 def cluster_position(engine: EngineSpec) -> tuple[int, str]:
@@ -111,4 +114,5 @@ def cluster_position(engine: EngineSpec) -> tuple[int, str]:
         return other_engine is not None and other_engine.cluster == engine.cluster
 
     cluster = fleet.members(same)
-    return [member.name for member in cluster].index(host.name), fleet.address(cluster[0])
+    head = cluster[0]
+    return [member.name for member in cluster].index(host.name), model_host_spec(head).address_for_peers(head.name)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from pyinfra.api import FactBase, QuoteString
-from pyinfra.api.command import make_formatted_string_command
+from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-CHECKPOINT_COMMAND = "/usr/local/sbin/k3ops-checkpoint"
+from k3ops.onhost.layout import CHECKPOINT_COMMAND
 
 
 class ModelCheckpoints(FactBase[dict[str, dict]]):
@@ -26,9 +25,11 @@ class ModelCheckpoints(FactBase[dict[str, dict]]):
 
     @override
     def command(self, cache_path: str):
-        return make_formatted_string_command(
-            f"if [ -x {CHECKPOINT_COMMAND} ]; then {CHECKPOINT_COMMAND} status {{0}}; else echo '{{{{}}}}'; fi",
-            QuoteString(cache_path))
+        return StringCommand(CHECKPOINT_COMMAND, "status", QuoteString(cache_path))
+
+    @override
+    def requires_command(self, *args, **kwargs) -> str:
+        return CHECKPOINT_COMMAND
 
     @override
     def process(self, output):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from pyinfra.api import FactBase, QuoteString
 from pyinfra.api.command import make_formatted_string_command
-from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
+
+from .util import json_document
 
 DOCKER_DAEMON_CONFIG = "/etc/docker/daemon.json"
 
@@ -32,7 +31,27 @@ class DockerDaemonConfig(FactBase[dict]):
 
     @override
     def process(self, output):
-        try:
-            return json.loads("\n".join(output) or "{}")
-        except json.JSONDecodeError as error:
-            raise FactProcessError(f"Docker's daemon config is not valid JSON ({error}): fix or remove it") from error
+        return json_document(output, "Docker's daemon config (fix or remove it)")
+
+
+class DockerRuntimes(FactBase[dict]):
+    """
+    Returns the runtimes the running Docker daemon has loaded (``{}`` when it does not answer):
+
+    .. code:: python
+
+        {"nvidia": {"path": "nvidia-container-runtime"}, "runc": {"path": "runc"}}
+    """
+
+    # Asked of the daemon, not its config file: a config written but never loaded does not count.
+    command = "docker info --format '{{json .Runtimes}}' 2>/dev/null || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "docker"
+
+    default = dict
+
+    @override
+    def process(self, output):
+        return json_document(output, "docker info's runtimes")

@@ -1,43 +1,86 @@
-"""Facts about the engine a host serves: is it ready, and which revision did it load."""
+"""Facts about the engine a host serves: its unit, the revision it loaded, its readiness and its load."""
 
 from __future__ import annotations
 
-import shlex
+import json
+import re
 
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from k3ops.engines.units import REVISION_FILE, SECRETS_FILE, WATCHDOG
+from k3ops.onhost.layout import WATCHDOG_COMMAND
+
+# The metrics an operator looks at first. Names differ by engine and by version (vLLM renamed
+# gpu_cache_usage_perc to kv_cache_usage_perc); each quantity lists the names it may have, newest first.
+METRIC_NAMES = {
+    "requests_running": ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"),
+    "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                       "llamacpp:kv_cache_usage_ratio"),
+}
+METRIC_SAMPLE_REGEX = r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)"
 
 
 class EngineState(FactBase[dict]):
     """
-    Returns whether the engine answers its health endpoint and lists the served model, and the
-    revision directory it loaded at its last start (``None`` before the first):
+    Returns the engine unit's state, the revision directory its last start loaded (``None`` before
+    the first), and whether it answers its health endpoint and lists the served model:
 
     .. code:: python
 
-        {"ready": True, "detail": "healthy", "revision": "/srv/k3ops/models/kimi-k3/revisions/0123..."}
+        {"unit": "active", "revision": "/srv/k3ops/models/kimi-k3/revisions/0123...", "ready": True,
+         "detail": "healthy"}
     """
-
-    default = dict
 
     @override
     def command(self, health_url: str, models_url: str | None, served_name: str):
-        check = [WATCHDOG, "--check", "--url", health_url, "--served-name", served_name, "--secrets", SECRETS_FILE]
+        check = ["--check", "--url", health_url, "--served-name", served_name]
         if models_url:
             check += ["--models-url", models_url]
-        return (f"cat {REVISION_FILE} 2>/dev/null | sed 's/^/revision: /'; "
-                f"if [ -x {WATCHDOG} ]; then {shlex.join(check)}; else echo 'ready: False not installed'; fi")
+        return StringCommand(WATCHDOG_COMMAND, *(QuoteString(word) for word in check))
+
+    @override
+    def requires_command(self, *args, **kwargs) -> str:
+        return WATCHDOG_COMMAND
+
+    @staticmethod
+    def default():
+        return {"unit": "unknown", "revision": None, "ready": False, "detail": "not installed"}
 
     @override
     def process(self, output):
-        state = {"ready": False, "detail": "", "revision": None}
+        return json.loads("\n".join(output))
+
+
+class EngineMetrics(FactBase[dict]):
+    """
+    Returns running and waiting requests and KV cache use (0..1), summed over the metrics page's
+    series (``None`` for a quantity the page does not show):
+
+    .. code:: python
+
+        {"requests_running": 3.0, "requests_waiting": 0.0, "kv_cache_usage": 0.25}
+    """
+
+    @override
+    def command(self, metrics_url: str):
+        return StringCommand(WATCHDOG_COMMAND, "--url", QuoteString(metrics_url), "--metrics",
+                             QuoteString(metrics_url))
+
+    @override
+    def requires_command(self, *args, **kwargs) -> str:
+        return WATCHDOG_COMMAND
+
+    @staticmethod
+    def default():
+        return dict.fromkeys(METRIC_NAMES)
+
+    @override
+    def process(self, output):
+        samples: dict[str, float] = {}
         for line in output:
-            key, _, value = line.partition(": ")
-            if key == "revision":
-                state["revision"] = value.strip()
-            elif key == "ready":
-                ready, _, detail = value.partition(" ")
-                state["ready"], state["detail"] = ready == "True", detail.strip()
-        return state
+            sample = re.match(METRIC_SAMPLE_REGEX, line)
+            if sample and not line.startswith("#"):
+                samples[sample["name"]] = samples.get(sample["name"], 0.0) + float(sample["value"])
+        return {quantity: next((samples[name] for name in names if name in samples), None)
+                for quantity, names in METRIC_NAMES.items()}

@@ -1,4 +1,4 @@
-"""One lab host: an overlay of the base image, its NVMe loop devices, and its systemd-nspawn.
+"""One lab host: an overlay of the base image, its NVMe loop devices, its cgroup and its systemd-nspawn.
 
 The host's files, block devices and network namespace outlive its container, so a reboot inside
 the host (nspawn exits 133) brings it back by the supervisor with the same disks and address.
@@ -6,6 +6,7 @@ the host (nspawn exits 133) brings it back by the supervisor with the same disks
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -59,8 +60,24 @@ DOCKERD_DROP_IN = """[Service]
 ExecStart=
 ExecStart=/usr/sbin/dockerd -H fd:// --iptables=false --ip-forward=false --bridge=none
 """
+# timesyncd's unit skips containers and hosts without CAP_SYS_TIME; a lab host is both. Without those
+# conditions (an empty one resets them all) it runs as on a real host, so the deploy starts it and a
+# rerun finds it running. It still cannot set the clock, which is the controller's: nspawn keeps
+# CAP_SYS_TIME out of the container and no ambient capability is asked for; timesyncd logs the failed
+# adjustment and keeps running.
+TIMESYNCD_DROP_IN = """[Unit]
+ConditionVirtualization=
+ConditionCapability=
+
+[Service]
+AmbientCapabilities=
+"""
 LAB_UNITS = {"k3ops-lab-hardware.service": ("sysinit.target", HARDWARE_UNIT),
              "k3ops-lab-udev.service": ("multi-user.target", UDEV_UNIT)}
+# Where the cgroup hierarchy systemd tracks units in may be mounted: all of /sys/fs/cgroup (cgroup v2),
+# /sys/fs/cgroup/unified beside the v1 controllers (hybrid), or v1's name=systemd (legacy).
+CGROUP_HIERARCHIES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/systemd"))
+LAB_CGROUP = "k3ops-lab"
 
 
 def paths(host: state.LabHost) -> dict[str, Path]:
@@ -133,6 +150,7 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     shutil.rmtree(sim_target, ignore_errors=True)
     shutil.copytree(SIM_SOURCE, sim_target, ignore=shutil.ignore_patterns("__pycache__"))
     write("etc/systemd/system/docker.service.d/k3ops-lab.conf", DOCKERD_DROP_IN)
+    write("etc/systemd/system/systemd-timesyncd.service.d/k3ops-lab.conf", TIMESYNCD_DROP_IN)
     for unit, (target, content) in LAB_UNITS.items():
         write(f"etc/systemd/system/{unit}", content)
         wants = root / f"etc/systemd/system/{target}.wants"
@@ -160,8 +178,31 @@ def nspawn_command(host: state.LabHost) -> list[str]:
     return command
 
 
+def host_cgroup(host: state.LabHost) -> Path:
+    """The host's own cgroup, which its supervisor and container run in.
+
+    nspawn (--keep-unit) puts its container in `<its cgroup>/payload`. Were every host's nspawn in one
+    cgroup, all hosts' systemd would manage one cgroup tree: a unit ending on one host removes the
+    cgroup that the same unit, starting on another, was just given, and that start fails with
+    219/CGROUP ("Failed to attach to cgroup").
+    """
+    hierarchy = next(mount for mount in CGROUP_HIERARCHIES if (mount / "cgroup.procs").exists())
+    return hierarchy / LAB_CGROUP / host.name
+
+
+def remove_cgroups() -> None:
+    """Remove the cgroups the lab's hosts ran in, deepest first (a hybrid controller has them twice)."""
+    for hierarchy in CGROUP_HIERARCHIES:
+        for directory, _, _ in os.walk(hierarchy / LAB_CGROUP, topdown=False):
+            with contextlib.suppress(OSError):  # still in use: a process that outlived `lab down`
+                os.rmdir(directory)
+
+
 def supervise(host: state.LabHost) -> int:
     """Run the host's container until it shuts down; restart it when it reboots."""
+    cgroup = host_cgroup(host)
+    cgroup.mkdir(parents=True, exist_ok=True)
+    (cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n")
     log = open(paths(host)["console.log"], "ab")
     stopping = False
     child: subprocess.Popen | None = None

@@ -1,8 +1,8 @@
 """The running lab as pyinfra inventory groups: one group per hardware profile.
 
-Host data carries what a deploy would read from a real inventory (SSH access, the hardware the
-host has) plus the URLs of the lab's simulated vendor repositories, Hub and wheels in place of the
-real ones, the lab Hub's tiny model pinned at its first revision, and llama-server serving it.
+Host data carries what a deploy would read from a real inventory (SSH access, the host's hardware
+profile and NVMe devices) plus the URLs of the lab's simulated vendor repositories, Hub and wheels in
+place of the real ones, the lab Hub's tiny model pinned at its first revision, and llama-server serving it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ def repositories() -> dict[str, dict[str, str]]:
                    "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
         "rocm": {"url": f"{base}/rocm/apt/{{rocm_release}}", "suite": vendor_repo.AMD_SUITE,
                  "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
-        "doca": {"url": f"{base}/{vendor_repo.DOCA_REPO_PATH}/", "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[3]}"},
     }
 
 
@@ -44,11 +43,7 @@ def host_data(host: state.LabHost) -> dict:
         "ssh_key": str(state.ssh_key()),
         "ssh_strict_host_key_checking": "no",
         "ssh_known_hosts_file": "/dev/null",
-        "lab": True,
         "hardware_profile": profile.name,
-        "gpu_vendor": profile.gpu_vendor,
-        "gpu_model": profile.gpu_model.name if profile.gpu_model else None,
-        "gpu_count": profile.gpu_count,
         "nvme_devices": [f"/dev/{disk.name}" for disk in profile.nvme],
         "repositories": repositories(),
         "model": {"repo_id": hub.TINY_MODEL_REPO, "revision": hub.TINY_MODEL_REVISIONS[0], "name": "tiny-k3"},

@@ -108,6 +108,7 @@ def down(log=print) -> None:
         hosts.destroy(host)
     services.stop_all()
     hosts.remove_strays(state.STATE_DIR)
+    hosts.remove_cgroups()
     for name in network.lab_namespaces():
         network.delete_host_namespace(name)
     network.delete_bridge()

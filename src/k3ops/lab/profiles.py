@@ -4,6 +4,9 @@ A profile renders to the `hardware.json` document that the lab writes into each 
 (`/etc/k3ops-lab/hardware.json`). Everything simulated on the host (the sysfs layer that real
 `lspci` and `dmidecode` read, and the vendor tools of the simulated driver packages) reads that one
 document, so a fault injected by editing it shows everywhere at once.
+
+Each profile is one of k3ops.hardware's boards, which says its GPU model, GPU count and NVSwitches;
+a profile adds only what the simulator shows beyond that (bus placement, firmware, PCI ids, NICs).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import asdict, dataclass, field
+
+from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, GpuModel
 
 NVIDIA_VENDOR_ID = "0x10de"
 AMD_VENDOR_ID = "0x1002"
@@ -20,24 +25,27 @@ SAMSUNG_VENDOR_ID = "0x144d"
 
 
 @dataclass(frozen=True)
-class GpuModel:
-    """One GPU model as its PCI IDs and its tools describe it."""
+class SimulatedGpu:
+    """One GPU model of k3ops.hardware as its PCI IDs and its tools describe it."""
 
-    vendor: str  # "nvidia" or "amd"
-    name: str  # as nvidia-smi / rocm-smi print it
+    model: GpuModel
     pci_vendor_id: str
     pci_device_id: str
     pci_subsystem_id: str
     memory_total_mib: int
     power_limit_w: int
-    architecture: str  # "Hopper", "Blackwell", or the AMD gfx target ("gfx950")
-    compute_capability: str  # "9.0", "10.3"; AMD: the gfx version
+    compute_capability: str  # CUDA's ("9.0", "10.3"); on AMD the gfx target, ROCm's equivalent ("gfx950")
     vbios_version: str
     board_part_number: str
     pcie_generation: int
     pcie_width: int
     nvlink_count: int = 0  # NVLink (NVIDIA) or XGMI (AMD) links per GPU
     nvlink_speed_gbps: float = 0.0
+
+    def document(self) -> dict:
+        """The model's entry in hardware.json: its name, vendor and architecture beside what the tools show."""
+        entry = asdict(self)
+        return entry.pop("model") | entry
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ class Nvme:
 class Profile:
     """A whole host: system board, GPUs with their bus placement, switches, NICs and disks."""
 
-    name: str
+    name: str  # its board in k3ops.hardware.BOARD_PROFILES
     description: str
     manufacturer: str
     product_name: str
@@ -81,23 +89,33 @@ class Profile:
     cpu_model: str
     cpu_cores_per_socket: int
     cpu_threads_per_core: int
-    gpu_model: GpuModel | None
     gpu_bus_ids: tuple[str, ...] = ()
     gpu_numa_nodes: tuple[int, ...] = ()
     nvswitch_bus_ids: tuple[str, ...] = ()
     nvswitch_device_id: str = ""
     pcie_switch_bus_ids: tuple[str, ...] = ()
-    fabric: str = "none"  # "nvswitch" (HGX baseboard), "nvlink-domain" (GB300 NVL72 trays), "xgmi", "none"
+    gpu_links: str = "none"  # on a board without NVSwitches: "nvlink-domain" (GB300 NVL72 trays), "xgmi", "none"
     nics: tuple[Nic, ...] = ()
     nvme: tuple[Nvme, ...] = field(default_factory=tuple)
 
-    @property
-    def gpu_count(self) -> int:
-        return len(self.gpu_bus_ids)
+    def __post_init__(self) -> None:
+        """The bus ids place exactly the board's GPUs."""
+        if len(self.gpu_bus_ids) != self.board.gpu_count:
+            raise ValueError(f"profile {self.name}: {len(self.gpu_bus_ids)} GPU bus ids for a board of "
+                             f"{self.board.gpu_count} GPUs")
 
     @property
-    def gpu_vendor(self) -> str | None:
-        return self.gpu_model.vendor if self.gpu_model else None
+    def board(self) -> BoardProfile:
+        return BOARD_PROFILES[self.name]
+
+    @property
+    def gpu(self) -> SimulatedGpu | None:
+        return SIMULATED_GPUS[self.board.gpu_model] if self.board.gpu_model else None
+
+    @property
+    def fabric(self) -> str:
+        """What joins the GPUs: "nvswitch" on an HGX baseboard, else the GPUs' own links."""
+        return "nvswitch" if self.board.nvswitch else self.gpu_links
 
     def pcie_switch_above(self, bus_id: str) -> str | None:
         """The PCIe switch a GPU or NIC sits behind: the nearest one numbered below it in its domain."""
@@ -113,7 +131,7 @@ class Profile:
                 "index": index,
                 "pci_bus_id": bus_id,
                 "numa_node": self.gpu_numa_nodes[index],
-                "uuid": _stable_gpu_uuid(hostname, index, self.gpu_vendor),
+                "uuid": _stable_gpu_uuid(hostname, index, self.gpu.model.vendor),
                 "serial": _stable_digits(f"{hostname}/gpu/{index}", 13),
                 "module_id": index + 1,
                 "minor_number": index,
@@ -143,7 +161,7 @@ class Profile:
             "cpu_model": self.cpu_model,
             "cpu_cores_per_socket": self.cpu_cores_per_socket,
             "cpu_threads_per_core": self.cpu_threads_per_core,
-            "gpu_model": asdict(self.gpu_model) if self.gpu_model else None,
+            "gpu_model": self.gpu.document() if self.gpu else None,
             "gpus": gpus,
             "nvswitches": [
                 {"pci_bus_id": bus_id, "pci_device_id": self.nvswitch_device_id}
@@ -217,6 +235,37 @@ _SAMSUNG_PM9A3 = Nvme(name="nvme0n1", model="SAMSUNG MZQL23T8HCLS-00A07",
                       pci_bus_id="0000:c1:00.0", pci_device_id="0xa80a", size_gib=4)
 _EIGHT_GPU_NUMA = (0, 0, 0, 0, 1, 1, 1, 1)
 
+# The GPU models the lab's profiles carry, by k3ops.hardware's name for them.
+SIMULATED_GPUS: dict[str, SimulatedGpu] = {
+    gpu.model.name: gpu
+    for gpu in (
+        SimulatedGpu(
+            GPU_MODELS["NVIDIA H200"], pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x2335",
+            pci_subsystem_id="0x18be", memory_total_mib=143771, power_limit_w=700,
+            compute_capability="9.0", vbios_version="96.00.A5.00.03", board_part_number="692-2G520-0280-001",
+            pcie_generation=5, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=26.562,
+        ),
+        SimulatedGpu(
+            GPU_MODELS["NVIDIA B300 SXM6 AC"], pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x3182",
+            pci_subsystem_id="0x20e6", memory_total_mib=275040, power_limit_w=1100,
+            compute_capability="10.3", vbios_version="97.10.2A.00.06", board_part_number="692-2G525-0230-000",
+            pcie_generation=6, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=53.125,
+        ),
+        SimulatedGpu(
+            GPU_MODELS["NVIDIA GB300"], pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x31c2",
+            pci_subsystem_id="0x21ec", memory_total_mib=284208, power_limit_w=1400,
+            compute_capability="10.3", vbios_version="97.10.4A.00.0B", board_part_number="699-2G576-0200-000",
+            pcie_generation=6, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=53.125,
+        ),
+        SimulatedGpu(
+            GPU_MODELS["AMD Instinct MI355X"], pci_vendor_id=AMD_VENDOR_ID, pci_device_id="0x75a3",
+            pci_subsystem_id="0x75a3", memory_total_mib=294896, power_limit_w=1400,
+            compute_capability="gfx950", vbios_version="113-M3550101-100", board_part_number="102-M3550-00",
+            pcie_generation=5, pcie_width=16, nvlink_count=7, nvlink_speed_gbps=38.4,
+        ),
+    )
+}
+
 H200X8 = Profile(
     name="h200x8",
     description="HGX H200 8-GPU baseboard with four third-generation NVSwitches",
@@ -228,18 +277,11 @@ H200X8 = Profile(
     cpu_model="Intel(R) Xeon(R) Platinum 8480+",
     cpu_cores_per_socket=56,
     cpu_threads_per_core=2,
-    gpu_model=GpuModel(
-        vendor="nvidia", name="NVIDIA H200", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x2335",
-        pci_subsystem_id="0x18be", memory_total_mib=143771, power_limit_w=700, architecture="Hopper",
-        compute_capability="9.0", vbios_version="96.00.A5.00.03", board_part_number="692-2G520-0280-001",
-        pcie_generation=5, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=26.562,
-    ),
     gpu_bus_ids=_HGX_GPU_BUSES,
     gpu_numa_nodes=_EIGHT_GPU_NUMA,
     nvswitch_bus_ids=("0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"),
     nvswitch_device_id="0x22a3",
     pcie_switch_bus_ids=_HGX_PCIE_SWITCHES,
-    fabric="nvswitch",
     nics=_cx7_nics(_HGX_NIC_BUSES, 4),
     nvme=(_SAMSUNG_PM9A3,),
 )
@@ -255,16 +297,9 @@ B300X8 = Profile(
     cpu_model="Intel(R) Xeon(R) 6776P",
     cpu_cores_per_socket=64,
     cpu_threads_per_core=2,
-    gpu_model=GpuModel(
-        vendor="nvidia", name="NVIDIA B300 SXM6 AC", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x3182",
-        pci_subsystem_id="0x20e6", memory_total_mib=275040, power_limit_w=1100, architecture="Blackwell",
-        compute_capability="10.3", vbios_version="97.10.2A.00.06", board_part_number="692-2G525-0230-000",
-        pcie_generation=6, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=53.125,
-    ),
     gpu_bus_ids=_HGX_GPU_BUSES,
     gpu_numa_nodes=_EIGHT_GPU_NUMA,
     pcie_switch_bus_ids=_HGX_PCIE_SWITCHES,
-    fabric="nvswitch",
     nics=_cx7_nics(_HGX_NIC_BUSES, 4),
     nvme=(_SAMSUNG_PM9A3,),
 )
@@ -280,15 +315,9 @@ GB300X4 = Profile(
     cpu_model="NVIDIA Grace",
     cpu_cores_per_socket=72,
     cpu_threads_per_core=1,
-    gpu_model=GpuModel(
-        vendor="nvidia", name="NVIDIA GB300", pci_vendor_id=NVIDIA_VENDOR_ID, pci_device_id="0x31c2",
-        pci_subsystem_id="0x21ec", memory_total_mib=284208, power_limit_w=1400, architecture="Blackwell",
-        compute_capability="10.3", vbios_version="97.10.4A.00.0B", board_part_number="699-2G576-0200-000",
-        pcie_generation=6, pcie_width=16, nvlink_count=18, nvlink_speed_gbps=53.125,
-    ),
     gpu_bus_ids=("0008:06:00.0", "0009:06:00.0", "0018:06:00.0", "0019:06:00.0"),
     gpu_numa_nodes=(0, 0, 1, 1),
-    fabric="nvlink-domain",
+    gpu_links="nvlink-domain",
     nics=_cx7_nics(("0000:03:00.0", "0002:03:00.0", "0010:03:00.0", "0012:03:00.0"), 2),
     nvme=(_SAMSUNG_PM9A3,),
 )
@@ -304,18 +333,12 @@ MI355X8 = Profile(
     cpu_model="AMD EPYC 9575F 64-Core Processor",
     cpu_cores_per_socket=64,
     cpu_threads_per_core=2,
-    gpu_model=GpuModel(
-        vendor="amd", name="AMD Instinct MI355X", pci_vendor_id=AMD_VENDOR_ID, pci_device_id="0x75a3",
-        pci_subsystem_id="0x75a3", memory_total_mib=294896, power_limit_w=1400, architecture="gfx950",
-        compute_capability="gfx950", vbios_version="113-M3550101-100", board_part_number="102-M3550-00",
-        pcie_generation=5, pcie_width=16, nvlink_count=7, nvlink_speed_gbps=38.4,
-    ),
     gpu_bus_ids=("0000:05:00.0", "0000:15:00.0", "0000:65:00.0", "0000:75:00.0",
                  "0000:85:00.0", "0000:95:00.0", "0000:e5:00.0", "0000:f5:00.0"),
     gpu_numa_nodes=_EIGHT_GPU_NUMA,
     pcie_switch_bus_ids=("0000:02:00.0", "0000:12:00.0", "0000:62:00.0", "0000:72:00.0",
                          "0000:82:00.0", "0000:92:00.0", "0000:e2:00.0", "0000:f2:00.0"),
-    fabric="xgmi",
+    gpu_links="xgmi",
     nics=_cx7_nics(("0000:06:00.0", "0000:16:00.0", "0000:66:00.0", "0000:76:00.0",
                     "0000:86:00.0", "0000:96:00.0", "0000:e6:00.0", "0000:f6:00.0"), 4),
     nvme=(_SAMSUNG_PM9A3,),
@@ -332,7 +355,6 @@ CPU = Profile(
     cpu_model="Intel(R) Xeon(R) Gold 6430",
     cpu_cores_per_socket=32,
     cpu_threads_per_core=2,
-    gpu_model=None,
     nvme=(_SAMSUNG_PM9A3,),
 )
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import QuoteString, StringCommand, operation
 
 from k3ops.facts.checkpoint import ModelCheckpoints
+from k3ops.onhost.layout import FETCH_UNIT_TEMPLATE, instance
 
-FETCH_UNIT = "k3ops-model-fetch@{name}.service"
 JOURNAL_LINES = 40
-EXIT_CGROUP = 219
 
 
 @operation()
@@ -35,11 +34,6 @@ def active_revision(model: str, revision: str, cache_path: str):
     if state.get("active") == revision and revision in state.get("installed", []) and not state.get("bad_files"):
         host.noop(f"{model} {revision} is active and verified")
         return
-    unit = FETCH_UNIT.format(name=model)
-    # Exit status 219 (EXIT_CGROUP): systemd could not put the process in the unit's cgroup, so the fetch
-    # never ran; seen in the lab (a cgroup v1 container) right after the unit's previous run. One retry.
-    yield StringCommand(
-        f"systemctl start {unit} || "
-        f"{{ [ \"$(systemctl show --property ExecMainStatus --value {unit})\" = {EXIT_CGROUP} ] && sleep 2 && "
-        f"systemctl start {unit}; }} || "
-        f"{{ journalctl --unit {unit} --lines {JOURNAL_LINES} --no-pager --output cat >&2; exit 1; }}")
+    unit = QuoteString(instance(FETCH_UNIT_TEMPLATE, model))
+    yield StringCommand("systemctl", "start", unit, "||", "{", "journalctl", "--unit", unit, "--lines",
+                        str(JOURNAL_LINES), "--no-pager", "--output", "cat", ">&2;", "exit", "1;", "}")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import QuoteString, StringCommand, operation
 
-from k3ops.engines.units import SECRETS_FILE, UNIT, WATCHDOG
 from k3ops.facts.engine import EngineState
+from k3ops.onhost.layout import ENGINE_UNIT, WATCHDOG_COMMAND
 
 JOURNAL_LINES = 40
 
@@ -38,10 +36,9 @@ def ready(health_url: str, models_url: str | None, served_name: str, timeout: in
     if state["ready"]:
         host.noop(f"the engine serves {served_name}")
         return
-    wait = [WATCHDOG, "--wait", str(timeout), "--url", health_url, "--served-name", served_name,
-            "--secrets", SECRETS_FILE]
+    wait = ["--wait", str(timeout), "--url", health_url, "--served-name", served_name]
     if models_url:
         wait += ["--models-url", models_url]
-    yield StringCommand(
-        f"{shlex.join(wait)} || "
-        f"{{ journalctl --unit {UNIT} --lines {JOURNAL_LINES} --no-pager --output cat >&2; exit 1; }}")
+    yield StringCommand(WATCHDOG_COMMAND, *(QuoteString(word) for word in wait), "||", "{", "journalctl", "--unit",
+                        ENGINE_UNIT, "--lines", str(JOURNAL_LINES), "--no-pager", "--output", "cat", ">&2;", "exit",
+                        "1;", "}")

@@ -1,7 +1,7 @@
 """What a GPU host deploy needs to know about a host: one validated spec per inventory host.
 
-Inventory and group_data stay flat pyinfra data (`gpu_vendor = "nvidia"`); this model is the one place
-that says which keys exist, their defaults for Kimi K3 (R580 open kernel modules, CUDA 13, ROCm 7),
+Inventory and group_data stay flat pyinfra data (`hardware_profile = "b300x8"`); this model is the one
+place that says which keys exist, their defaults for Kimi K3 (R580 open kernel modules, CUDA 13, ROCm 7),
 and what is allowed. Unknown keys are refused, so a typo cannot silently fall back to a default.
 """
 
@@ -52,8 +52,6 @@ def vendor_repositories() -> dict[str, Repository]:
                            key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
         "docker": Repository(url="https://download.docker.com/linux/debian", suite="bookworm", component="stable",
                              key_url="https://download.docker.com/linux/debian/gpg"),
-        "doca": Repository(url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/",
-                           key_url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/GPG-KEY-Mellanox.pub"),
     }
 
 
@@ -62,11 +60,12 @@ class GpuHostSpec(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    lab: bool = Field(False, description="a simulated lab host (set by inventory/lab.py only)")
     hardware_profile: str = Field(description="board profile (h200x8, b300x8, gb300x4, mi355x8, cpu, ...)")
-    gpu_vendor: Literal["nvidia", "amd"] | None = Field(None, description="nvidia, amd, or unset for a CPU host")
-    gpu_model: str | None = Field(None, description="as nvidia-smi / rocm-smi print it, e.g. 'NVIDIA H200'")
-    gpu_count: int = Field(0, ge=0, le=16, description="GPUs on the host; must match the hardware profile")
+    gpu_vendor: Literal["nvidia", "amd"] | None = Field(
+        None, description="nvidia, amd, or none for a CPU host; unset: the hardware profile's")
+    gpu_model: str | None = Field(
+        None, description="as nvidia-smi / rocm-smi print it, e.g. 'NVIDIA H200'; unset: the hardware profile's")
+    gpu_count: int | None = Field(None, ge=0, le=16, description="GPUs on the host; unset: the hardware profile's")
     nvidia_driver_version: str = Field("580.126.09", description="exact driver version, pinned and held")
     nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
         "open", description="kernel module flavour; Blackwell needs open")
@@ -76,17 +75,27 @@ class GpuHostSpec(BaseModel):
     container_toolkit_version: str = Field("1.18.0-1", description="exact NVIDIA Container Toolkit version")
     required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
     rocm_release: str = Field("7.0.2", description="exact ROCm release (major.minor.patch)")
-    container_runtime: Literal["docker"] = Field("docker", description="the container runtime: Docker Engine")
     docker_source: Literal["distribution", "vendor"] = Field(
         "distribution", description="Docker from Debian (docker.io) or from Docker's repository (docker-ce)")
     reboot_policy: Literal["allowed", "never"] = Field(
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
                               description="system user that runs the engines and reaches the GPUs")
-    nvme_devices: list[str] = Field(default_factory=list, description="NVMe namespaces for the model cache")
-    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca"], Repository] = Field(
+    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker"], Repository] = Field(
         default_factory=vendor_repositories,
         description="apt repositories by name ({url, key_url, suite}); data names only those it moves")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpus_from_profile(cls, data):
+        """Data need not restate what its board implies: unset GPU fields are the hardware profile's."""
+        name = data.get("hardware_profile") if isinstance(data, dict) else None
+        if not isinstance(name, str) or name not in BOARD_PROFILES:
+            return data  # the field's own validation names the problem
+        profile = BOARD_PROFILES[name]
+        implied = {"gpu_vendor": GPU_MODELS[profile.gpu_model].vendor if profile.gpu_model else None,
+                   "gpu_model": profile.gpu_model, "gpu_count": profile.gpu_count}
+        return data | {key: value for key, value in implied.items() if data.get(key) is None}
 
     @field_validator("repositories", mode="before")
     @classmethod
@@ -150,9 +159,8 @@ class GpuHostSpec(BaseModel):
 
     @property
     def gpu_architecture(self) -> str | None:
-        """Hopper, Blackwell, CDNA4, ...: from the board profile, so data need not name the model."""
-        model = BOARD_PROFILES[self.hardware_profile].gpu_model
-        return GPU_MODELS[model].architecture if model else None
+        """Hopper, Blackwell, CDNA4, ..."""
+        return GPU_MODELS[self.gpu_model].architecture if self.gpu_model else None
 
     @property
     def nvswitch_expected(self) -> bool:

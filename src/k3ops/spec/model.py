@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .host import HTTP_URL
 
@@ -31,7 +31,6 @@ class ModelSpec(BaseModel):
     name: str = Field(pattern=MODEL_NAME, description="served model name; also the cache directory's name")
     allow_patterns: list[str] | None = Field(None, description="only files matching these globs (e.g. one GGUF quant)")
     ignore_patterns: list[str] | None = Field(None, description="files matching these globs are skipped")
-    quantization: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$", description="e.g. 'mxfp4', 'UD-Q4_K_XL'")
     rollback_depth: int = Field(1, ge=0, le=5, description="previous revisions kept on disk for rollback")
 
     @field_validator("revision")
@@ -53,6 +52,7 @@ class ModelHostSpec(BaseModel):
     model: ModelSpec | None = Field(None, description="the checkpoint to fetch and serve ({repo_id, revision, name, ...})")
     model_cache_path: str = Field("/srv/k3ops/models", pattern=ABSOLUTE_PATH,
                                   description="mount point of the model cache volume")
+    nvme_devices: list[str] = Field(default_factory=list, description="NVMe namespaces for the model cache")
     model_cache_wipe: list[str] = Field(
         default_factory=list,
         description="NVMe devices whose existing (foreign) filesystem may be destroyed; empty: never wipe")
@@ -75,10 +75,23 @@ class ModelHostSpec(BaseModel):
     python_find_links: str | None = Field(None, pattern=HTTP_URL,
                                           description="a directory of wheels used instead of the index (air-gapped)")
 
-    @field_validator("model_cache_wipe")
+    @model_validator(mode="before")
+    @classmethod
+    def _peers_reach_the_ssh_address(cls, data):
+        """Unless data says otherwise, peers reach a host where SSH does."""
+        if isinstance(data, dict) and not data.get("peer_address") and data.get("ssh_hostname"):
+            return data | {"peer_address": data["ssh_hostname"]}
+        return data
+
+    @field_validator("nvme_devices", "model_cache_wipe")
     @classmethod
     def _devices(cls, value: list[str]) -> list[str]:
         for device in value:
             if not re.match(DEVICE_PATH, device):
                 raise ValueError(f"{device!r} is not a device path like '/dev/nvme1n1'")
         return value
+
+    def address_for_peers(self, name: str) -> str:
+        """Where other hosts reach the host `name`: its peer_address (by default its SSH address), else the
+        name itself, which is what pyinfra connects to."""
+        return self.peer_address or name

@@ -80,7 +80,7 @@ def amd_gpus(host: SimHost) -> list[AmdGpu]:
             subsystem_id=model["pci_subsystem_id"],
             revision="0x00",
             vbios=model["vbios_version"],
-            gfx_version=model["architecture"],
+            gfx_version=model["compute_capability"],
             power_cap_w=model["power_limit_w"],
             junction_c=float(_spread(IDLE_JUNCTION_C, index)),
             socket_power_w=float(_spread(IDLE_SOCKET_POWER_W, index)),

@@ -1,0 +1,27 @@
+"""The `k3ops` command line: one module per verb, each adding its own parser and handler."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import check, lab, model, serve, validate
+
+VERBS = (lab, validate, check, model, serve)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="k3ops", description="Provision and run Kimi K3 on a bare-metal GPU fleet.")
+    verbs = top.add_subparsers(dest="command", required=True)
+    for verb in VERBS:
+        verb.register(verbs)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (RuntimeError, ValueError) as error:
+        print(f"k3ops {args.command}: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,86 @@
+"""`k3ops lab up|status|ssh|down`: the simulated GPU fleet on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .output import add_json_flag, print_rows
+
+LAB_HOST_COLUMNS = [("HOST", lambda row: row["name"]), ("PROFILE", lambda row: row["profile"]),
+                    ("ADDRESS", lambda row: row["address"]), ("STATE", lambda row: row["state"])]
+
+
+def register(verbs) -> None:
+    lab = verbs.add_parser("lab", help="a simulated GPU fleet on this machine")
+    commands = lab.add_subparsers(dest="lab_command", required=True)
+
+    up = commands.add_parser("up", help="start lab hosts (reuses a running lab with the same profiles)")
+    up.add_argument("--hosts", type=int, default=2, help="number of hosts (default 2)")
+    up.add_argument("--profile", action="append", metavar="NAME",
+                    help="hardware profile for the next host, in order (repeatable); the rest get h200x8")
+    up.add_argument("--nvme-size-gib", type=int, default=8, help="size of each simulated NVMe device (sparse)")
+    up.set_defaults(handler=lab_up, parser=up)
+
+    status = commands.add_parser("status", help="list the lab hosts and their state")
+    add_json_flag(status)
+    status.set_defaults(handler=lab_status)
+
+    ssh = commands.add_parser("ssh", help="run a command as root on a lab host (a shell without one)")
+    ssh.add_argument("host")
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.set_defaults(handler=lab_ssh)
+
+    down = commands.add_parser("down", help="stop the lab and remove all it made (idempotent)")
+    down.set_defaults(handler=lab_down)
+
+
+def lab_up(args) -> int:
+    from ..lab import lab
+
+    if args.hosts < 1:
+        args.parser.error("--hosts must be at least 1")
+    started = lab.up(args.hosts, args.profile or [], nvme_size_gib=args.nvme_size_gib)
+    for host in started.hosts:
+        print(f"{host.name}\t{host.profile}\t{host.address}")
+    return 0
+
+
+def lab_status(args) -> int:
+    from ..lab import lab
+
+    hosts = lab.status()
+    if args.json:
+        print(json.dumps({"hosts": hosts}))
+    elif not hosts:
+        print("no lab is up")
+    else:
+        print_rows(hosts, LAB_HOST_COLUMNS)
+    return 0
+
+
+def lab_ssh(args) -> int:
+    from ..lab import lab, state
+
+    current = state.load()
+    if current is None:
+        print("k3ops lab ssh: no lab is up (run `k3ops lab up`)", file=sys.stderr)
+        return 2
+    try:
+        host = current.host(args.host)
+    except KeyError as error:
+        print(f"k3ops lab ssh: {error.args[0]}", file=sys.stderr)
+        return 2
+    command = lab.ssh_command(host, args.command)
+    if sys.stdin.isatty() and not args.command:
+        command.insert(1, "-t")
+    os.execvp(command[0], command)
+
+
+def lab_down(args) -> int:
+    from ..lab import lab
+
+    lab.down()
+    return 0

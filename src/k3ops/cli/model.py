@@ -1,0 +1,84 @@
+"""`k3ops model status|verify|rollback INVENTORY`: the pinned checkpoint on every host, seen and steered from one place."""
+
+from __future__ import annotations
+
+import shlex
+
+from ..facts.checkpoint import ModelCheckpoints
+from ..onhost import layout
+from ..remote import on_hosts
+from ..spec.host import GpuHostSpec
+from ..spec.model import ModelHostSpec
+from .output import add_inventory_command, print_messages, print_results
+
+STATUS_COLUMNS = [
+    ("HOST", lambda row: row["host"]),
+    ("MODEL", lambda row: row["model"]),
+    ("ACTIVE", lambda row: (row.get("active") or "-")[:12]),
+    ("PINNED", lambda row: pinned(row)),
+    ("PHASE", lambda row: row.get("phase", "-")),
+    ("DONE", lambda row: f"{size(row.get('bytes_done') or 0)}/{size(row['bytes_total'])}" if row.get("bytes_total")
+     else "-"),
+    ("RATE", lambda row: f"{size(row.get('rate_bytes_per_s') or 0)}/s"),
+    ("VERIFIED", lambda row: f"{len(row['bad_files'])} bad files" if row.get("bad_files")
+     else row.get("verification", "-")),
+    ("FREE", lambda row: size(row.get("free_bytes") or 0)),
+]
+
+
+def register(verbs) -> None:
+    model = verbs.add_parser("model", help="the pinned checkpoint on every host of an inventory")
+    commands = model.add_subparsers(dest="model_command", required=True)
+    add_inventory_command(commands, "status", show_status, "active and staged revision, progress, verification",
+                          rows=True)
+    add_inventory_command(commands, "verify", verify,
+                          "re-hash every host's active revision now (bad files: the next deploy repairs)")
+    add_inventory_command(commands, "rollback", rollback,
+                          "make the previous revision active again on every host (one rename)")
+
+
+def serves_a_model(data: dict) -> bool:
+    return ModelHostSpec.model_validate(data).model is not None
+
+
+def show_status(args) -> int:
+    def status(host) -> dict:
+        spec = ModelHostSpec.model_validate(host.data)
+        state = host.get_fact(ModelCheckpoints, cache_path=spec.model_cache_path).get(spec.model.name, {})
+        return {"model": spec.model.name, "pinned": spec.model.revision, **state}
+
+    return print_results(on_hosts(args.inventory, serves_a_model, status), STATUS_COLUMNS, args.json)
+
+
+def verify(args) -> int:
+    def start_verification(host) -> str:
+        model = ModelHostSpec.model_validate(host.data).model.name
+        host.check_output(f"systemctl start {layout.instance(layout.VERIFY_UNIT_TEMPLATE, model)}")
+        return "verified"
+
+    return print_messages(on_hosts(args.inventory, serves_a_model, start_verification))
+
+
+def rollback(args) -> int:
+    def roll_back(host) -> str:
+        user = GpuHostSpec.model_validate(host.data).service_user
+        config = layout.model_config(ModelHostSpec.model_validate(host.data).model.name)
+        return host.check_output(shlex.join(["runuser", "-u", user, "--", layout.CHECKPOINT_COMMAND, "rollback",
+                                             config])).strip()
+
+    return print_messages(on_hosts(args.inventory, serves_a_model, roll_back))
+
+
+def pinned(row: dict) -> str:
+    """yes, or the pinned revision not yet active (and whether it is staged)."""
+    if row.get("active") == row["pinned"]:
+        return "yes"
+    return row["pinned"][:12] + (" (staged)" if row.get("target") == row["pinned"] else "")
+
+
+def size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{count:.0f}{unit}" if unit == "B" else f"{count:.1f}{unit}"
+        count /= 1024
+    raise AssertionError

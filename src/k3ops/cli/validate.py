@@ -1,0 +1,28 @@
+"""`k3ops validate INVENTORY`: every host's data checked against the specs, no host contacted."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(verbs) -> None:
+    validate = verbs.add_parser("validate", help="check an inventory's host data without connecting")
+    validate.add_argument("inventory")
+    validate.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from pyinfra.api.exceptions import InventoryError
+
+    from ..inventory import load
+    from ..spec import inventory_errors
+
+    try:
+        errors = inventory_errors(load(args.inventory))
+    except InventoryError as error:
+        errors = [str(error)]
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 1
+    print(f"{args.inventory}: every host's data is valid")
+    return 0

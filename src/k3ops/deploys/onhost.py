@@ -1,0 +1,23 @@
+"""k3ops' own host-side code (k3ops.onhost) on a host, and the commands that run it there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra.operations import files
+
+from .. import onhost
+from ..onhost import layout
+from . import TEMPLATES
+
+
+def onhost_package() -> None:
+    """The package, synced whole: the checkpoint store and the watchdog import its layout."""
+    files.sync(name=f"Install k3ops' host-side package ({layout.ONHOST_PACKAGE})", src=str(Path(onhost.__file__).parent),
+               dest=f"{layout.LIBRARY}/{layout.ONHOST_PACKAGE}", delete=True, exclude=["*.pyc", "__pycache__"])
+
+
+def onhost_command(path: str, template: str):
+    """A launcher for one of the package's entry points."""
+    return files.template(name=f"Command {path}", src=str(TEMPLATES / "k3ops" / template), dest=path, mode="755",
+                          layout=layout)

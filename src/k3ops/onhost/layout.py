@@ -1,0 +1,74 @@
+"""Every path, unit and user that k3ops puts on a GPU host, named once for both sides.
+
+The controller (deploys, templates, facts, host checks, status commands) and the host-side code
+(the checkpoint store, the watchdog) import these names; templates receive them as variables.
+Standard library only: this module is copied to hosts with the rest of `k3ops.onhost`.
+"""
+
+from __future__ import annotations
+
+CONFIG_DIR = "/etc/k3ops"
+MODEL_CONFIG_DIR = f"{CONFIG_DIR}/models"  # <name>.json: one model's fetch settings
+TOKEN_FILE = f"{CONFIG_DIR}/hf.env"  # HF_TOKEN, root 0600, read by systemd for the fetch unit
+ENGINE_SECRETS_FILE = f"{CONFIG_DIR}/engine.env"  # the engine's API key, root 0600, read by systemd
+
+INSTALL_DIR = "/opt/k3ops"
+VENV = f"{INSTALL_DIR}/venv"  # huggingface_hub for the fetcher
+LIBRARY = f"{INSTALL_DIR}/lib"  # where this package lands, as ONHOST_PACKAGE
+ONHOST_PACKAGE = "k3ops_onhost"
+CHECKPOINT_COMMAND = "/usr/local/sbin/k3ops-checkpoint"
+WATCHDOG_COMMAND = f"{INSTALL_DIR}/bin/k3ops-engine-watchdog"
+LLAMA_CPP_DIR = f"{INSTALL_DIR}/llama.cpp"
+
+PEER_USER = "k3ops-peer"  # peers log in as this user to copy the model cache, read-only
+PEER_KEY_NAME = "k3ops-peers"  # the fleet's peer-copy key, in the service user's ~/.ssh
+USERS_HOME = "/var/lib"
+PEER_AUTHORIZED_KEYS = f"{USERS_HOME}/{PEER_USER}/.ssh/authorized_keys"  # the key, confined to rrsync -ro
+
+FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
+VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"
+VERIFY_TIMER_TEMPLATE = "k3ops-model-verify@.timer"
+
+ENGINE_UNIT = "k3ops-engine.service"
+WATCHDOG_SERVICE = "k3ops-engine-watchdog.service"  # one health check
+WATCHDOG_TIMER = "k3ops-engine-watchdog.timer"
+ENGINE_CONTAINER = "k3ops-engine"
+ENGINE_STATE_DIR = "/var/lib/k3ops/engine"
+ENGINE_REVISION_FILE = f"{ENGINE_STATE_DIR}/revision"  # the revision the engine loaded at its last start
+WATCHDOG_STATE_FILE = f"{ENGINE_STATE_DIR}/watchdog.json"
+# How each engine takes its API key without it appearing on a command line.
+API_KEY_VARIABLES = {"vllm": "VLLM_API_KEY", "llama.cpp": "LLAMA_API_KEY"}
+
+# One model's directory on the cache volume: <cache>/<name>/... (k3ops.onhost.checkpoint.store).
+CURRENT_LINK = "current"
+REVISIONS_DIR = "revisions"
+STAGING_DIR = "staging"
+MANIFESTS_DIR = "manifests"
+STORE_STATE_FILE = "state.json"
+
+
+def home(user: str) -> str:
+    """The home of a system user k3ops makes (the service user, the peer user)."""
+    return f"{USERS_HOME}/{user}"
+
+
+def peer_key(service_user: str) -> str:
+    """Where the service user keeps the fleet's peer-copy key."""
+    return f"{home(service_user)}/.ssh/{PEER_KEY_NAME}"
+
+
+def instance(template_unit: str, model: str) -> str:
+    """One model's unit of a template unit: k3ops-model-fetch@.service -> k3ops-model-fetch@kimi-k3.service."""
+    return template_unit.replace("@", f"@{model}")
+
+
+def model_config(model: str) -> str:
+    return f"{MODEL_CONFIG_DIR}/{model}.json"
+
+
+def model_dir(cache_path: str, model: str) -> str:
+    return f"{cache_path}/{model}"
+
+
+def revision_dir(cache_path: str, model: str, revision: str) -> str:
+    return f"{model_dir(cache_path, model)}/{REVISIONS_DIR}/{revision}"

@@ -1,0 +1,61 @@
+"""Package operations pyinfra's apt lacks: holds, and a refresh that cannot hang a deploy."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.operations import apt
+
+from k3ops.facts.apt import AptHeldPackages
+
+UPDATE_ATTEMPTS = 3
+UPDATE_ATTEMPT_SECONDS = 300
+
+
+@operation()
+def held(packages: list[str], present: bool = True):
+    """
+    Hold packages so that upgrades leave them alone (``apt-mark hold``), or release them.
+
+    + packages: names of the packages
+    + present: whether the packages should be held
+
+    **Example:**
+
+    .. code:: python
+
+        packages.held(
+            name="Keep the NVIDIA driver at the pinned release",
+            packages=["nvidia-driver", "nvidia-kernel-open-dkms"],
+        )
+    """
+
+    currently_held = set(host.get_fact(AptHeldPackages))
+    to_change = [package for package in packages if (package in currently_held) != present]
+    if not to_change:
+        host.noop(f"{', '.join(packages)} already {'held' if present else 'not held'}")
+        return
+
+    yield StringCommand("apt-mark", "hold" if present else "unhold", *(QuoteString(package) for package in to_change))
+
+
+@operation()
+def update(cache_time: int | None = None):
+    """
+    Refresh the apt lists like ``apt.update``, with each attempt bounded in time and retried.
+
+    A mirror or proxy that stops answering (seen in the lab: apt-get update waiting for good) must
+    fail the attempt, not hang every later operation on the host.
+
+    + cache_time: skip the refresh when the lists are younger than this many seconds
+
+    **Example:**
+
+    .. code:: python
+
+        packages.update(name="Refresh apt lists older than an hour", cache_time=3600)
+    """
+
+    bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
+    for command in apt.update._inner(cache_time=cache_time):
+        yield " || ".join([bounded] * UPDATE_ATTEMPTS) if command == "apt-get update" else command
