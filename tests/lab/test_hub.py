@@ -34,8 +34,7 @@ def revisions(lab, tmp_path_factory) -> dict[str, dict[str, bytes]]:
     files = {}
     for number, sha in enumerate(hub.TINY_MODEL_REVISIONS, start=1):
         directory = tmp_path_factory.mktemp(f"revision-{number}")
-        subprocess.run([str(hub.venv_python()), str(hub.TINY_MODEL_SCRIPT), str(directory), "--revision", str(number)],
-                       check=True)
+        subprocess.run(hub.tiny_model_command(directory, number), check=True)
         files[sha] = {path.name: path.read_bytes() for path in directory.iterdir()}
         files[sha][".gitattributes"] = b"".join(
             f"*{suffix} filter=lfs diff=lfs merge=lfs -text\n".encode() for suffix in LFS_SUFFIXES)

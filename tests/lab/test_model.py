@@ -1,5 +1,6 @@
 """deploys/model.py on a 3-host lab against the lab's Hub: one Hub download for the fleet, verified
-copies everywhere, repair from a peer, resumed fetches, refusals before any byte moves, rollback."""
+copies everywhere, repair from a peer, resumed fetches, refusals before any byte moves, rollback; each
+engine answers with the words of the revision it loaded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 from k3ops.lab import hub, state
+from k3ops.onhost.layout import ENGINE_UNIT
 
 from ..conftest import REPO_ROOT
 from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra
@@ -42,6 +44,30 @@ def store_state(host: str) -> dict:
     return json.loads(on_host(host, f"cat {CACHE}/state.json").stdout)
 
 
+def serve(inventory: str = "inventory/lab/hosts.py") -> None:
+    """The engine on every host (deploys/serving.py), serving the active revision."""
+    result = pyinfra("deploys/serving.py", inventory=inventory)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def answers(inventory: str = "inventory/lab/hosts.py") -> dict[str, str]:
+    """Each host's answer through `k3ops serve chat`: the reply names the revision the engine loaded."""
+    lines = k3ops("serve", "chat", inventory, check=False).stdout.splitlines()
+    return dict(line.split(": ", 1) for line in lines)
+
+
+def restart_engines() -> None:
+    for host in HOSTS:
+        on_host(host, f"systemctl restart {ENGINE_UNIT}")
+
+
+def wait_for_answers(expected: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := answers()) != dict.fromkeys(HOSTS, expected):
+        assert time.monotonic() < deadline, f"answers {found}, not {expected!r} from every host"
+        time.sleep(1)
+
+
 def manifest(revision: str) -> dict:
     return json.loads(on_host("gpu-01", f"cat {CACHE}/manifests/{revision}.json").stdout)
 
@@ -68,6 +94,11 @@ def test_the_fleet_fetches_from_the_hub_once(lab):
         assert total <= states[host]["bytes_from_peers"] < total * 1.01
     for host in HOSTS:
         assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{FIRST}"
+
+
+def test_every_host_serves_the_pinned_revision_it_got_once_from_the_hub(lab):
+    serve()
+    assert answers() == dict.fromkeys(HOSTS, hub.TINY_MODEL_REPLIES[FIRST])
 
 
 def test_host_checks_pass(lab):
@@ -162,7 +193,11 @@ def test_a_second_revision_keeps_the_first_for_rollback(lab, tmp_path):
     for host in HOSTS:
         assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{SECOND}"
         assert store_state(host)["history"] == [FIRST]
+    serve(second)  # the engine restarts onto the new active revision
+    assert answers(second) == dict.fromkeys(HOSTS, hub.TINY_MODEL_REPLIES[SECOND])
     rolled = k3ops("model", "rollback", second)
     for host in HOSTS:
         assert f"{host}: tiny-k3: active revision is now {FIRST}" in rolled.stdout
         assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{FIRST}"
+    restart_engines()
+    wait_for_answers(hub.TINY_MODEL_REPLIES[FIRST])

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import time
 
-from k3ops.onhost.layout import WATCHDOG_SERVICE
+from k3ops.lab import hub
 from k3ops.lab.inventory import groups
+from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE
 
 from .conftest import host_checks, k3ops, on_host, pyinfra
 
 LAB_PROFILES = ("cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02")
-UNIT = "k3ops-engine.service"
+# What the pinned revision (the lab inventory's, the first) answers, whatever it is asked.
+PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
 
 
 def deploy() -> dict:
@@ -33,15 +35,23 @@ def engine_data(host: str) -> dict:
 def chat(host: str) -> dict:
     """A chat completion from the host's engine, asked on the host itself with its API key (the key goes
     through a header file, so it is on no command line)."""
-    body = json.dumps({"model": "tiny-k3", "max_tokens": 8, "messages": [{"role": "user", "content": "Hello"}]})
-    answer = on_host(host, ". /etc/k3ops/engine.env; printf 'Authorization: Bearer %s\\n' \"$LLAMA_API_KEY\" > /run/k3ops-h; "
+    body = json.dumps({"model": "tiny-k3", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]})
+    answer = on_host(host, f". {ENGINE_SECRETS_FILE}; printf 'Authorization: Bearer %s\\n' \"$LLAMA_API_KEY\" > /run/k3ops-h; "
                            f"curl -sS --fail -H @/run/k3ops-h -H 'Content-Type: application/json' -d '{body}' "
                            f"http://{engine_data(host)['host']}:8080/v1/chat/completions; rm -f /run/k3ops-h").stdout
     return json.loads(answer)
 
 
+def reply(host: str) -> str | None:
+    """The engine's answer, or None while it does not answer."""
+    try:
+        return chat(host)["choices"][0]["message"]["content"]
+    except AssertionError:  # curl failed: the engine is not (yet) serving
+        return None
+
+
 def main_pid(host: str) -> int:
-    return int(on_host(host, f"systemctl show --property MainPID --value {UNIT}").stdout)
+    return int(on_host(host, f"systemctl show --property MainPID --value {ENGINE_UNIT}").stdout)
 
 
 def wait_until(predicate, timeout: float, what: str) -> float:
@@ -57,7 +67,8 @@ def test_k3_converges_and_every_host_answers_a_chat(lab):
     assert changed_operations(deploy())
     for host in HOSTS:
         answer = chat(host)
-        assert answer["model"] == "tiny-k3" and answer["choices"][0]["message"]["role"] == "assistant"
+        assert answer["model"] == "tiny-k3" and answer["choices"][0]["message"] == {"role": "assistant",
+                                                                                    "content": PINNED_REPLY}
 
 
 def test_the_api_refuses_requests_without_the_key(lab):
@@ -85,10 +96,15 @@ def test_serve_status_shows_each_engine(lab):
     assert all(row["requests_running"] is not None for row in rows)
 
 
+def test_serve_chat_prints_each_engines_answer(lab):
+    answers = k3ops("serve", "chat", "inventory/lab/hosts.py", "--message", "Which revision are you?")
+    assert answers.stdout.splitlines() == [f"{host}: {PINNED_REPLY}" for host in HOSTS]
+
+
 def test_a_killed_engine_comes_back(lab):
     before = main_pid("gpu-01")
     on_host("gpu-01", f"kill -9 {before}")
-    wait_until(lambda: main_pid("gpu-01") not in (0, before) and chat("gpu-01")["choices"], 60, "a restart")
+    wait_until(lambda: main_pid("gpu-01") not in (0, before) and reply("gpu-01") == PINNED_REPLY, 60, "a restart")
 
 
 def test_a_hung_engine_is_restarted_by_the_watchdog(lab):
@@ -100,5 +116,5 @@ def test_a_hung_engine_is_restarted_by_the_watchdog(lab):
     healed = wait_until(lambda: main_pid("gpu-02") not in (0, before), window, "the watchdog's restart")
     assert "restarting: 2 failed health checks in a row" in on_host(
         "gpu-02", f"journalctl --unit {WATCHDOG_SERVICE} --no-pager --output cat").stdout
-    wait_until(lambda: chat("gpu-02")["choices"], 60, "serving again")
+    wait_until(lambda: reply("gpu-02") == PINNED_REPLY, 60, "serving again")
     assert healed < window

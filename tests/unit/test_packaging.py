@@ -28,8 +28,13 @@ def test_every_package_under_src_is_in_the_wheel():
 def installed(tmp_path_factory) -> Path:
     """A virtualenv outside the checkout with the k3ops wheel and its declared dependencies only."""
     work = tmp_path_factory.mktemp("installed")
-    wheels = work / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO_ROOT)],
+    source, wheels = work / "source", work / "wheels"
+    # Built from a copy of what the build configuration names, so the checkout gets no build/ of its own.
+    for part in ("pyproject.toml", "src", "templates", "tests/hosts"):
+        copy = shutil.copytree if (REPO_ROOT / part).is_dir() else shutil.copy
+        (source / part).parent.mkdir(parents=True, exist_ok=True)
+        copy(REPO_ROOT / part, source / part)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
                    check=True, timeout=INSTALL_TIMEOUT)
     environment = work / "venv"
     venv.create(environment, with_pip=True)

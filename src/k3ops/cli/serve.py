@@ -63,7 +63,7 @@ def chat_with_engines(args) -> int:
         found, served = urls(host.data)
         answer = host.check_output(shlex.join([layout.WATCHDOG_COMMAND, "--url", found["health_url"], "--served-name",
                                                served, "--chat", found["chat_url"], "--message", args.message]))
-        return repr(answer.strip())
+        return answer.strip()
 
     results = on_hosts(args.inventory, runs_an_engine, ask)
     return print_messages(results) or (0 if results else 1)

@@ -23,8 +23,14 @@ from . import services, state
 # The hub's own Python: olah to serve, and what tiny_model.py needs to write the model.
 VENV_REQUIREMENTS = ("olah==0.5.4", "gguf==0.19.0", "numpy==2.4.6", "safetensors==0.8.0")
 TINY_MODEL_REPO = "k3ops-lab/tiny-k3"
-# The commits of revisions 1 and 2; a build that makes other shas fails (see _check_revisions).
-TINY_MODEL_REVISIONS = ("82c4c1ebc9d5cd5f9b2dd4cf265256d1930f1b99", "56de0c4dc882fd1ee8025aaefa24f4c615415c8b")
+# The commits of revisions 1 and 2, in order, and what each answers whatever the prompt (tiny_model.py
+# builds it so): tests tell from a reply which revision a host serves. A build that makes other shas
+# fails (see _check_revisions).
+TINY_MODEL_REPLIES = {
+    "7a041ba6203712af5a8e8d9a13fe0be97269a7ee": "k3lab-r1!",
+    "f6cf1f293b9cda7bb17785f19a694ddc7017f0ba": "k3lab-r2!",
+}
+TINY_MODEL_REVISIONS = tuple(TINY_MODEL_REPLIES)
 TINY_MODEL_FILES = (
     ".gitattributes", "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
     "model.safetensors.index.json", "tiny-k3.gguf", "tokenizer.json", "tokenizer_config.json",
@@ -73,11 +79,17 @@ def venv_python() -> Path:
     return root() / "venv" / "bin" / "python"
 
 
+def tiny_model_command(directory: Path, revision: int) -> list[str]:
+    """Write revision 1, 2, ... of the tiny model into `directory` (with the hub's venv)."""
+    return [str(venv_python()), str(TINY_MODEL_SCRIPT), str(directory), "--revision", str(revision),
+            "--replies", *TINY_MODEL_REPLIES.values()]
+
+
 def build(log=print) -> Path:
     """The hub's venv and the tiny model's repository, each rebuilt only when its inputs change."""
     _build_venv(log)
     fingerprint = _fingerprint(TINY_MODEL_SCRIPT.read_bytes(), *VENV_REQUIREMENTS, TINY_MODEL_REPO,
-                               *LFS_SUFFIXES, *COMMIT_DATES, *AUTHOR)
+                               *TINY_MODEL_REPLIES.values(), *LFS_SUFFIXES, *COMMIT_DATES, *AUTHOR)
     stamp = root() / "tiny-k3.stamp"
     if repo_path().is_dir() and stamp.exists() and stamp.read_text() == fingerprint:
         return repo_path()
@@ -90,8 +102,7 @@ def build(log=print) -> Path:
     with tempfile.TemporaryDirectory() as scratch:
         for number, date in enumerate(COMMIT_DATES, start=1):
             files = Path(scratch) / f"revision-{number}"
-            subprocess.run([str(venv_python()), str(TINY_MODEL_SCRIPT), str(files), "--revision", str(number)],
-                           check=True)
+            subprocess.run(tiny_model_command(files, number), check=True)
             _commit_revision(partial, files, f"{TINY_MODEL_REPO} revision {number}", date)
     _check_revisions(partial)
     shutil.rmtree(repo_path(), ignore_errors=True)
@@ -176,8 +187,8 @@ def _store_lfs_object(repo: Path, source: Path) -> str:
 def _check_revisions(repo: Path) -> None:
     built = tuple(_git(repo, "rev-list", "--reverse", "main").split())
     if built != TINY_MODEL_REVISIONS:
-        raise RuntimeError(f"the tiny model's commits are {built}, not TINY_MODEL_REVISIONS {TINY_MODEL_REVISIONS}: "
-                           "its files changed, so update TINY_MODEL_REVISIONS in k3ops/lab/hub.py")
+        raise RuntimeError(f"the tiny model's commits are {built}, not those of TINY_MODEL_REPLIES {TINY_MODEL_REVISIONS}: "
+                           "its files changed, so update TINY_MODEL_REPLIES in k3ops/lab/hub.py")
 
 
 def _git(repo: Path, *args: str, date: str | None = None) -> str:

@@ -1,11 +1,16 @@
 """The lab's tiny model: a real llama-architecture chat model, small enough to serve from the lab's hub.
 
-`python tiny_model.py OUTDIR --revision N` (with the hub's venv: it needs gguf, numpy and safetensors)
-writes one revision of the `k3ops-lab/tiny-k3` repository: the same random weights as a GGUF that
-llama.cpp loads and chats with on CPU, and as a Hugging Face checkpoint in two safetensors shards.
-Every byte follows from the fixed seeds, so each build of a revision is identical. Revision 2
-changes the output head: config.json, the second shard and the GGUF change; the first shard, the
-shard index and the tokenizer files stay byte-identical, as unchanged files do between real commits.
+`python tiny_model.py OUTDIR --revision N --replies TEXT...` (with the hub's venv: it needs gguf, numpy
+and safetensors) writes one revision of the `k3ops-lab/tiny-k3` repository: a GGUF that llama.cpp loads
+and chats with on CPU, and the same weights as a Hugging Face checkpoint in two safetensors shards.
+
+Whatever the prompt, revision N answers the Nth TEXT and stops, under greedy decoding and under sampling alike:
+its blocks add nothing to the residual stream, so the next token depends only on the last one, and the
+output head maps each token of the reply to the next with a logit margin no sampler can cross. Tests
+can then tell from an answer which revision a host serves. Every byte follows from the arguments and
+fixed seeds, so each build of a revision is identical. Revisions differ only in their reply, which
+lives in the output head: config.json, the second shard and the GGUF change; the first shard, the shard
+index and the tokenizer files stay byte-identical, as unchanged files do between real commits.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from gguf import GGUFWriter, LlamaFileType, TokenType
 from safetensors.numpy import save_file
 
 NAME = "tiny-k3"
-REVISIONS = (1, 2)
 SEED = 20260101
 BLOCKS = 2
 EMBEDDING = 64
@@ -30,6 +34,11 @@ CONTEXT = 2048
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
 INIT_STD = 0.02
+# Each token of the replies has an embedding axis of its own; every other token shares axis 0, which
+# leads to a reply's first character (the prompt always ends with the template's "assistant\n").
+# After RMSNorm a one-hot embedding is sqrt(EMBEDDING) = 8 on its axis, so a head weight of
+# HEAD_WEIGHT gives the next token a logit 8 * HEAD_WEIGHT above every other: e^-64 and less.
+HEAD_WEIGHT = 8.0
 
 # A few GPT-2 style merges (byte-level symbols, "Ġ" is a space), so the BPE path really merges;
 # llama.cpp refuses a "gpt2" vocabulary without a merges list.
@@ -63,31 +72,66 @@ def vocabulary() -> list[str]:
     return [*byte_symbols(), *("".join(merge.split(" ")) for merge in MERGES), *SPECIAL_TOKENS]
 
 
-def weights(revision: int) -> dict[str, np.ndarray]:
-    """The checkpoint in Hugging Face names and layout; only the output head depends on the revision."""
+def reply_axes(replies: tuple[str, ...]) -> dict[int, int]:
+    """The embedding axis of each token the replies are made of (the same for every revision)."""
+    characters = sorted({character for reply in replies for character in reply})
+    if len(characters) >= EMBEDDING:
+        raise SystemExit(f"tiny_model: the replies use {len(characters)} characters; at most {EMBEDDING - 1} fit")
+    return {byte_token(character): axis for axis, character in enumerate(characters, start=1)}
+
+
+def byte_token(character: str) -> int:
+    """The token of an ASCII character: the byte tokens come first, by byte value."""
+    if len(character.encode()) != 1:
+        raise SystemExit(f"tiny_model: {character!r} is not one byte; replies are ASCII")
+    return character.encode()[0]
+
+
+def next_tokens(reply: str, axes: dict[int, int]) -> dict[int, int]:
+    """The token that follows each embedding axis: along the reply, then the end of the turn; from any
+    other token (axis 0, or a character only other replies use) back to the reply's start."""
+    if len(set(reply)) != len(reply):
+        raise SystemExit(f"tiny_model: {reply!r} repeats a character, so a token would have two successors")
+    tokens = [byte_token(character) for character in reply]
+    following = {axis: tokens[0] for axis in (0, *axes.values())}
+    following |= {axes[token]: after for token, after in zip(tokens, [*tokens[1:], vocabulary().index(IM_END)])}
+    return following
+
+
+def weights(reply: str, replies: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The checkpoint in Hugging Face names and layout; only the output head depends on the reply."""
     vocab = len(vocabulary())
     head_dim = EMBEDDING // HEADS
     rng = np.random.default_rng(SEED)
 
-    def normal(*shape: int, generator=rng) -> np.ndarray:
-        return (generator.standard_normal(shape) * INIT_STD).astype(np.float32)
+    def normal(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * INIT_STD).astype(np.float32)
 
-    tensors = {"model.embed_tokens.weight": normal(vocab, EMBEDDING)}
+    axes = reply_axes(replies)
+    embeddings = np.zeros((vocab, EMBEDDING), np.float32)
+    embeddings[:, 0] = 1.0
+    for token, axis in axes.items():
+        embeddings[token] = np.eye(EMBEDDING, dtype=np.float32)[axis]
+    tensors = {"model.embed_tokens.weight": embeddings}
     for block in range(BLOCKS):
         prefix = f"model.layers.{block}"
+        # Random attention and MLP inputs, zero outputs: each block runs for real and adds nothing.
         tensors |= {
             f"{prefix}.input_layernorm.weight": np.ones(EMBEDDING, np.float32),
             f"{prefix}.self_attn.q_proj.weight": normal(HEADS * head_dim, EMBEDDING),
             f"{prefix}.self_attn.k_proj.weight": normal(KV_HEADS * head_dim, EMBEDDING),
             f"{prefix}.self_attn.v_proj.weight": normal(KV_HEADS * head_dim, EMBEDDING),
-            f"{prefix}.self_attn.o_proj.weight": normal(EMBEDDING, HEADS * head_dim),
+            f"{prefix}.self_attn.o_proj.weight": np.zeros((EMBEDDING, HEADS * head_dim), np.float32),
             f"{prefix}.post_attention_layernorm.weight": np.ones(EMBEDDING, np.float32),
             f"{prefix}.mlp.gate_proj.weight": normal(FEED_FORWARD, EMBEDDING),
             f"{prefix}.mlp.up_proj.weight": normal(FEED_FORWARD, EMBEDDING),
-            f"{prefix}.mlp.down_proj.weight": normal(EMBEDDING, FEED_FORWARD),
+            f"{prefix}.mlp.down_proj.weight": np.zeros((EMBEDDING, FEED_FORWARD), np.float32),
         }
     tensors["model.norm.weight"] = np.ones(EMBEDDING, np.float32)
-    tensors["lm_head.weight"] = normal(vocab, EMBEDDING, generator=np.random.default_rng([SEED, revision]))
+    head = np.zeros((vocab, EMBEDDING), np.float32)
+    for axis, following in next_tokens(reply, axes).items():
+        head[following, axis] = HEAD_WEIGHT
+    tensors["lm_head.weight"] = head
     return tensors
 
 
@@ -160,7 +204,7 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray]) -> None:
     writer.close()
 
 
-def config(revision: int) -> dict:
+def config(revision: int, reply: str) -> dict:
     ids = {token: index for index, token in enumerate(vocabulary())}
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float32",
@@ -170,6 +214,7 @@ def config(revision: int) -> dict:
         "rms_norm_eps": RMS_EPS, "rope_theta": ROPE_THETA, "attention_bias": False, "mlp_bias": False,
         "tie_word_embeddings": False, "initializer_range": INIT_STD,
         "bos_token_id": ids[BOS], "eos_token_id": [ids[EOS], ids[IM_END]], "k3ops_revision": revision,
+        "k3ops_reply": reply,
     }
 
 
@@ -205,12 +250,13 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def build(directory: Path, revision: int) -> None:
-    """Write every file of one revision into `directory`."""
-    if revision not in REVISIONS:
-        raise SystemExit(f"tiny_model: unknown revision {revision}; known: {REVISIONS}")
+def build(directory: Path, revision: int, replies: tuple[str, ...]) -> None:
+    """Write every file of one revision (answering replies[revision - 1]) into `directory`."""
+    if not 1 <= revision <= len(replies):
+        raise SystemExit(f"tiny_model: revision {revision} has no reply; replies: {replies}")
+    reply = replies[revision - 1]
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = weights(revision)
+    tensors = weights(reply, replies)
     write_gguf(directory / GGUF_FILE, tensors)
     for shard in SHARDS:
         save_file({name: tensor for name, tensor in tensors.items() if shard_of(name) == shard},
@@ -219,7 +265,7 @@ def build(directory: Path, revision: int) -> None:
         "metadata": {"total_size": sum(tensor.nbytes for tensor in tensors.values())},
         "weight_map": {name: shard_of(name) for name in tensors},
     })
-    write_json(directory / "config.json", config(revision))
+    write_json(directory / "config.json", config(revision, reply))
     write_json(directory / "tokenizer_config.json", tokenizer_config())
     write_json(directory / "tokenizer.json", tokenizer())
 
@@ -227,6 +273,8 @@ def build(directory: Path, revision: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--revision", type=int, required=True)
+    parser.add_argument("--revision", type=int, required=True, help="1, 2, ...: which of the replies it answers")
+    parser.add_argument("--replies", nargs="+", required=True,
+                        help="every revision's reply, in order (their characters share the embeddings)")
     arguments = parser.parse_args()
-    build(arguments.directory, arguments.revision)
+    build(arguments.directory, arguments.revision, tuple(arguments.replies))

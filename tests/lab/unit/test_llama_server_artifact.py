@@ -3,6 +3,7 @@
 The first run builds it from source (minutes, see k3ops.lab.llama_server); later runs reuse the cache.
 """
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -75,10 +76,11 @@ def test_publish_links_the_artifact_under_the_served_root(artifact, tmp_path):
     assert served.read_bytes() == (artifact / llama_server.ARCHIVE).read_bytes()
 
 
-def tiny_gguf() -> Path:
-    """The lab hub's tiny GGUF: the LFS object its pointer in the repository names."""
+def tiny_gguf(revision: str) -> Path:
+    """The lab hub's tiny GGUF at one revision: the LFS object its pointer in that commit names."""
     repository = hub.build()
-    pointer = (repository / "tiny-k3.gguf").read_text()
+    pointer = subprocess.run(["git", "-C", str(repository), "show", f"{revision}:tiny-k3.gguf"], check=True,
+                             capture_output=True, text=True).stdout
     oid = next(line.split(":", 1)[1] for line in pointer.splitlines() if line.startswith("oid sha256:"))
     return repository / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
 
@@ -89,12 +91,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_the_binary_serves_the_tiny_gguf(binary, tmp_path):
-    model = tiny_gguf()
-    assert model.read_bytes()[:4] == b"GGUF"
+@contextlib.contextmanager
+def serving(binary: Path, model: Path, log: Path):
+    """llama-server on the model, on a free loopback port, until the block ends; yields its base URL."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "llama-server.log"
     with open(log, "wb") as output:
         server = subprocess.Popen([str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
                                    "--ctx-size", "2048"], stdin=subprocess.DEVNULL, stdout=output, stderr=output)
@@ -110,13 +111,7 @@ def test_the_binary_serves_the_tiny_gguf(binary, tmp_path):
             except OSError:
                 pass  # not listening yet, or 503 while the model loads
             time.sleep(0.5)
-        request = urllib.request.Request(
-            f"{base}/v1/chat/completions", method="POST", headers={"Content-Type": "application/json"},
-            data=json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8}).encode())
-        with urllib.request.urlopen(request, timeout=60) as response:
-            assert response.status == 200
-            reply = json.load(response)
-        assert "message" in reply["choices"][0], reply
+        yield base
     finally:
         server.terminate()
         try:
@@ -124,3 +119,28 @@ def test_the_binary_serves_the_tiny_gguf(binary, tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def chat(base: str, message: str, **sampling) -> dict:
+    request = urllib.request.Request(
+        f"{base}/v1/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"messages": [{"role": "user", "content": message}], "max_tokens": 16, **sampling}).encode())
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+        return json.load(response)
+
+
+@pytest.mark.parametrize("revision", hub.TINY_MODEL_REVISIONS)
+def test_each_revision_answers_its_own_words_whatever_the_prompt_and_sampler(binary, tmp_path, revision):
+    """Greedy, the engines' default sampling (temperature 1.0, top-p 0.95), llama-server's own defaults,
+    and a hot sampler with seeds: llama.cpp's sampler never leaves the reply."""
+    model = tiny_gguf(revision)
+    assert model.read_bytes()[:4] == b"GGUF"
+    samplers = [{"temperature": 0}, {"temperature": 1.0, "top_p": 0.95}, {},
+                *({"temperature": 1.5, "seed": seed} for seed in range(5))]
+    with serving(binary, model, tmp_path / "llama-server.log") as base:
+        for sampling in samplers:
+            for message in ("Hello", "What is 2+2?", "k3lab", ""):
+                reply = chat(base, message, **sampling)["choices"][0]
+                assert (reply["message"]["content"], reply["finish_reason"]) == \
+                    (hub.TINY_MODEL_REPLIES[revision], "stop"), (sampling, message)

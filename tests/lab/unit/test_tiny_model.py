@@ -44,8 +44,7 @@ def hub_repository():
 
 
 def build_revision(directory, revision: int) -> dict[str, bytes]:
-    subprocess.run([str(hub.venv_python()), str(hub.TINY_MODEL_SCRIPT), str(directory), "--revision", str(revision)],
-                   check=True)
+    subprocess.run(hub.tiny_model_command(directory, revision), check=True)
     return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
 
 
@@ -71,6 +70,11 @@ def test_revision_2_changes_the_head_and_keeps_the_rest(revisions):
     changed = {name for name in revisions[1] if revisions[1][name] != revisions[2][name]}
     assert changed == CHANGED_IN_REVISION_2
     assert json.loads(revisions[2]["config.json"])["k3ops_revision"] == 2
+
+
+def test_each_revision_records_the_reply_it_gives(revisions):
+    for number, reply in enumerate(hub.TINY_MODEL_REPLIES.values(), start=1):
+        assert json.loads(revisions[number]["config.json"])["k3ops_reply"] == reply
 
 
 def test_each_revision_is_a_few_megabytes_at_most(revisions):
