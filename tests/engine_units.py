@@ -15,12 +15,13 @@ MODEL_DIR = "/srv/k3ops/models/kimi-k3"
 HEAD_ADDRESS = "10.0.0.1"
 
 
-def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, **engine) -> dict:
+def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, docker_source: str = "distribution",
+                     **engine) -> dict:
     """The units' variables for one recipe, as a host with default model and service settings has them."""
     spec = EngineSpec.model_validate({"recipe": recipe, **engine})
     return unit_variables(found=RECIPES[recipe], engine=spec, served_name="kimi-k3", model_dir=MODEL_DIR,
                           cache_path="/srv/k3ops/models", service_user="k3ops", gpu_vendor=vendor,
-                          node_rank=node_rank, head_address=HEAD_ADDRESS)
+                          docker_source=docker_source, node_rank=node_rank, head_address=HEAD_ADDRESS)
 
 
 def rendered_watchdog_command() -> str:

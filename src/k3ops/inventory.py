@@ -11,6 +11,7 @@ from pathlib import Path
 from .facts.reader import read_fact
 
 DEFAULT_SSH_PORT = 22
+CONNECT_TIMEOUT_SECONDS = 10
 
 
 def load(path: str | Path):
@@ -35,6 +36,7 @@ class SshTarget:
     user: str
     key: str | None
     check_host_key: bool
+    known_hosts: str | None
 
     @classmethod
     def of(cls, host) -> SshTarget:
@@ -44,7 +46,25 @@ class SshTarget:
                    # pyinfra's SSH connector leaves an unset user to paramiko, which logs in as the local user.
                    user=data.get("ssh_user") or getpass.getuser(),
                    key=os.path.expanduser(data["ssh_key"]) if data.get("ssh_key") else None,
-                   check_host_key=data.get("ssh_strict_host_key_checking") != "no")
+                   check_host_key=data.get("ssh_strict_host_key_checking") != "no",
+                   known_hosts=data.get("ssh_known_hosts_file"))
+
+    def connect(self):
+        """A paramiko session as pyinfra would open it: the host's key must be known (~/.ssh/known_hosts,
+        or the inventory's ssh_known_hosts_file) unless the inventory turns the check off, as the lab does."""
+        import paramiko
+
+        client = paramiko.SSHClient()
+        if self.check_host_key:
+            client.load_system_host_keys()
+            if self.known_hosts:
+                client.load_host_keys(os.path.expanduser(self.known_hosts))
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        else:
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        client.connect(self.address, port=self.port, username=self.user, key_filename=self.key,
+                       timeout=CONNECT_TIMEOUT_SECONDS)
+        return client
 
 
 def targets(path: str | Path) -> list[SshTarget]:
@@ -57,13 +77,24 @@ def _run_over_testinfra(test_host, command: str) -> tuple[bool, str, str]:
 
 
 def testinfra_hosts(path: str | Path) -> list:
-    """One testinfra host per inventory host, with `get_fact` asking k3ops facts as a deploy would."""
-    import testinfra
+    """One testinfra host per inventory host, connected (when first used) by SshTarget.connect, with
+    `get_fact` asking k3ops facts as a deploy would."""
+    from functools import cached_property
+
+    from testinfra.backend.paramiko import ParamikoBackend
+    from testinfra.host import Host
+
+    class InventoryBackend(ParamikoBackend):
+        @cached_property
+        def client(self):
+            return self.target.connect()
 
     hosts = []
     for target in targets(path):
-        test_host = testinfra.get_host(f"paramiko://{target.user}@{target.address}:{target.port}",
-                                       ssh_identity_file=target.key)
+        backend = InventoryBackend(f"{target.user}@{target.address}:{target.port}")
+        backend.target = target
+        test_host = Host(backend)
+        backend.set_host(test_host)
         test_host.inventory_name = target.name
         test_host.inventory_data = target.data
         test_host.get_fact = partial(read_fact, partial(_run_over_testinfra, test_host))

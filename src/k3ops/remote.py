@@ -17,7 +17,6 @@ from typing import Any
 from .facts.reader import FactError, read_fact
 from .inventory import SshTarget, targets
 
-CONNECT_TIMEOUT_SECONDS = 10
 
 
 class CommandFailed(RuntimeError):
@@ -68,20 +67,17 @@ def on_hosts(inventory_path: str, selected: Callable[[dict], bool],
     chosen = [target for target in targets(inventory_path) if selected(target.data)]
 
     def run(target: SshTarget) -> HostResult:
-        client = paramiko.SSHClient()
-        client.load_system_host_keys()
-        if not target.check_host_key:
-            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        client = None
         try:
-            client.connect(target.address, port=target.port, username=target.user, key_filename=target.key,
-                           timeout=CONNECT_TIMEOUT_SECONDS)
+            client = target.connect()
             return HostResult(target.name, target.data, value=action(RemoteHost(target, client)))
         except (OSError, paramiko.SSHException) as error:  # unreachable: reported with the others
             return HostResult(target.name, target.data, error=f"cannot connect: {error}")
         except (CommandFailed, FactError) as error:
             return HostResult(target.name, target.data, error=str(error))
         finally:
-            client.close()
+            if client is not None:
+                client.close()
 
     with ThreadPoolExecutor(max_workers=max(len(chosen), 1)) as pool:
         return list(pool.map(run, chosen))

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from k3ops.engines.units import environment_assignment, systemd_command
 from k3ops.onhost import layout
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
@@ -41,6 +42,30 @@ def deploy() -> dict:
 
 def changed_operations(report: dict) -> list[tuple[str, int]]:
     return [(op["name"], op["success"]) for op in report["results"]["operations"] if op["success"]]
+
+
+def set_secure_boot(host: str, enabled: bool) -> None:
+    """Secure Boot in the firmware (the lab's hardware document), in effect from the next boot."""
+    on_host(host, "python3 -c \"import json; p='/etc/k3ops-lab/hardware.json'; h=json.load(open(p));"
+                  f" h['secure_boot']={enabled}; json.dump(h, open(p, 'w'))\"")
+    reboot(host)
+
+
+def test_a_fresh_host_with_secure_boot_stops_before_any_driver_is_installed(lab):
+    """No mokutil, no pciutils: the deploy reads Secure Boot from the firmware variable, not a tool it
+    would install in the same run, and stops before any operation runs."""
+    on_host("gpu-02", "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q mokutil pciutils >/dev/null 2>&1; "
+                      "! command -v mokutil && ! command -v lspci")
+    set_secure_boot("gpu-02", True)
+    try:
+        result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-02")
+        assert result.returncode != 0
+        assert "gpu-02: Secure Boot is on and would refuse unsigned NVIDIA modules" in result.stdout + result.stderr
+        installed = on_host("gpu-02", "dpkg-query -W -f '${Package} ${Status}\n' 'nvidia-*' 'mokutil' 'pciutils' "
+                                      "2>/dev/null | grep -c ' installed$' || true").stdout.strip()
+        assert installed == "0"
+    finally:
+        set_secure_boot("gpu-02", False)
 
 
 def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
@@ -95,6 +120,43 @@ def test_unit_verification_finds_a_missing_runtime_and_a_bad_value(lab):
     assert "Failed to parse service restart specifier" in warned
 
 
+HOSTILE = 'a %n $HOME ${PATH} "quoted" \\back ; ExecStartPre=/bin/false'
+
+
+def install_unit(host: str, name: str, text: str, then: str) -> str:
+    """Load `text` as a unit on `host`, run `then`, remove it again; returns what `then` printed."""
+    path = f"/run/systemd/system/{name}"
+    return on_host(host, f"echo {base64.b64encode(text.encode()).decode()} | base64 -d > {path} && "
+                         f"systemctl daemon-reload && {then}; rm -f {path}; systemctl daemon-reload").stdout
+
+
+def test_hostile_values_reach_an_engine_unit_as_data_not_directives(lab):
+    """systemd reads the engine unit made from data full of specifiers, variables and quotes: it warns
+    about nothing, finds no extra directive, and expands no specifier."""
+    variables = engine_variables("vllm-b300x8", "nvidia", image_digest=DIGEST, environment={"K3_NOTE": HOSTILE},
+                                 args={"--alias": HOSTILE})
+    assert verify_units("gpu-02", variables) == ""
+    unit = rendered_units(variables)[layout.ENGINE_UNIT]
+    shown = install_unit("gpu-02", "k3ops-hostile-engine.service", unit,
+                         "systemctl show --property ExecStart --property ExecStartPre k3ops-hostile-engine.service")
+    written = sum(line.startswith("ExecStartPre=") for line in unit.splitlines())
+    assert sum(line.startswith("ExecStartPre=") for line in shown.splitlines()) == written
+    assert "--alias a %n " in shown and "K3_NOTE=a %n " in shown  # %n (the unit's name) not expanded
+
+
+def test_hostile_values_reach_a_process_exactly_as_written(lab):
+    """A unit built with the engine units' own escaping runs and prints its argument and its
+    environment variable: both are the value, byte for byte, after systemd's unescaping."""
+    script = 'printf "%s\\n" "$1" "$K3_NOTE"'
+    unit = ("[Service]\nType=oneshot\n"
+            f"Environment={environment_assignment('K3_NOTE', HOSTILE)}\n"
+            f"ExecStart={systemd_command(['/bin/sh', '-c', script, 'sh', HOSTILE])}\n")
+    printed = install_unit("gpu-02", "k3ops-hostile-echo.service", unit,
+                           "systemctl start k3ops-hostile-echo.service && "
+                           "journalctl --unit k3ops-hostile-echo.service --output cat --no-pager")
+    assert [line for line in printed.splitlines() if "k3ops-hostile-echo" not in line] == [HOSTILE, HOSTILE]
+
+
 def test_amd_host_booted_with_iommu_pass_through(lab):
     assert "iommu=pt" in on_host("gpu-03", "cat /proc/cmdline").stdout.split()
     assert on_host("gpu-03", "rocm-smi --showproductname --json").stdout.count("AMD Instinct MI355X") == 8
@@ -124,9 +186,7 @@ def test_drift_is_repaired_by_a_rerun(lab):
 
 def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):
     """Secure Boot turned on in the firmware (the lab's hardware document) takes effect at the next boot."""
-    on_host("gpu-02", "python3 -c \"import json; p='/etc/k3ops-lab/hardware.json'; h=json.load(open(p));"
-                      " h['secure_boot']=True; json.dump(h, open(p, 'w'))\"")
-    reboot("gpu-02")
+    set_secure_boot("gpu-02", True)
     assert on_host("gpu-02", "mokutil --sb-state").stdout.strip() == "SecureBoot enabled"
     result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-02")
     assert result.returncode != 0

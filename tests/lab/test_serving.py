@@ -10,7 +10,7 @@ from k3ops.lab import hub
 from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE
 
-from .conftest import host_checks, k3ops, on_host, pyinfra
+from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra
 
 LAB_PROFILES = ("cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02")
@@ -94,6 +94,19 @@ def test_serve_status_shows_each_engine(lab):
     assert [(row["host"], row["unit"], row["ready"], row["detail"]) for row in rows] == \
         [(h, "active", True, "healthy") for h in HOSTS]
     assert all(row["requests_running"] is not None for row in rows)
+
+
+def test_status_and_checks_refuse_hosts_whose_key_is_unknown(lab, tmp_path):
+    """Host keys are checked unless the inventory opts out, as the lab's own inventory does."""
+    strict = lab_inventory(tmp_path / "strict.py", ssh_strict_host_key_checking="yes",
+                           ssh_known_hosts_file=str(tmp_path / "known_hosts"))
+    (tmp_path / "known_hosts").write_text("")
+    status = k3ops("serve", "status", strict, check=False)
+    assert status.returncode == 1
+    for host in HOSTS:
+        assert f"{host}: cannot connect: Server" in status.stderr and "not found in known_hosts" in status.stderr
+    checks = host_checks(strict, "-k", "test_engine_serves_the_pinned_model")
+    assert checks.returncode != 0 and "not found in known_hosts" in checks.stdout
 
 
 def test_serve_chat_prints_each_engines_answer(lab):

@@ -15,6 +15,7 @@ from k3ops.facts.nvidia import (
     NvidiaGpus,
     NvidiaKernelModule,
     NvidiaUserspaceVersion,
+    PCI_DEVICES,
     NvSwitches,
 )
 from k3ops.lab.profiles import PROFILES
@@ -110,14 +111,25 @@ def test_userspace_version_is_the_nvml_library_behind_the_link(tmp_path):
     assert NvidiaUserspaceVersion().process(["/" + os.path.relpath(resolved, tmp_path)]) == "580.126.09"
 
 
-@pytest.mark.skipif(shutil.which("lspci") is None, reason="pciutils is not installed")
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_nvswitches_are_found_by_the_real_lspci(tmp_path, profile):
+def test_nvswitches_are_found_in_the_sysfs_real_lspci_reads(tmp_path, profile):
+    """The fact's own shell walk over a sysfs tree, the one the lab's hosts show lspci."""
     hardware = PROFILES[profile].hardware("gpu-01")
     write_sysfs(hardware, tmp_path / "sys")
-    output = subprocess.run(["lspci", "-A", "linux-sysfs", "-O", f"sysfs.path={tmp_path}/sys/bus/pci",
-                             *tool_arguments(NvSwitches)], capture_output=True, text=True, check=True).stdout
-    assert NvSwitches().process(lines(output)) == [switch["pci_bus_id"] for switch in hardware["nvswitches"]]
+    command = NvSwitches.command.replace(PCI_DEVICES, f"{tmp_path}/sys/bus/pci/devices")
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert NvSwitches().process(lines(output)) == sorted(switch["pci_bus_id"] for switch in hardware["nvswitches"])
+
+
+@pytest.mark.skipif(shutil.which("lspci") is None, reason="pciutils is not installed")
+def test_the_sysfs_walk_finds_what_lspci_finds(tmp_path):
+    hardware = PROFILES["h200x8"].hardware("gpu-01")
+    write_sysfs(hardware, tmp_path / "sys")
+    listed = subprocess.run(["lspci", "-A", "linux-sysfs", "-O", f"sysfs.path={tmp_path}/sys/bus/pci", "-D", "-n",
+                             "-d", "10de::0680"], capture_output=True, text=True, check=True).stdout
+    command = NvSwitches.command.replace(PCI_DEVICES, f"{tmp_path}/sys/bus/pci/devices")
+    walked = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert NvSwitches().process(lines(walked)) == sorted(line.split()[0] for line in listed.splitlines()) != []
 
 
 def test_cdi_devices_name_every_gpu_by_index_and_uuid(tmp_path, capsys):

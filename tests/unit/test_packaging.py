@@ -77,11 +77,11 @@ def test_deploys_find_their_templates_in_the_installed_package(installed):
               "engine = EngineSpec(recipe='vllm-b300x8', image_digest='sha256:' + 'b' * 64)\n"
               "values = unit_variables(found=RECIPES['vllm-b300x8'], engine=engine, served_name='kimi-k3',\n"
               "                        model_dir='/srv/k3ops/models/kimi-k3', cache_path='/srv/k3ops/models',\n"
-              "                        service_user='k3ops', gpu_vendor='nvidia')\n"
+              "                        service_user='k3ops', gpu_vendor='nvidia', docker_source='distribution')\n"
               "print(TEMPLATES)\n"
               "print(get_template(str(TEMPLATES / 'systemd' / 'k3ops-engine.service.j2')).render(values))\n")
     result = run_installed(installed, "python", "-c", render)
     assert result.returncode == 0, result.stderr
     where, unit = result.stdout.split("\n", 1)
     assert Path(where).is_relative_to(installed) and not Path(where).is_relative_to(REPO_ROOT)
-    assert "User=k3ops" in unit and "EnvironmentFile=-/etc/k3ops/engine.env" in unit
+    assert "User=k3ops" in unit and "EnvironmentFile=-/etc/k3ops/secrets/engine.env" in unit

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import QuoteString, StringCommand, deploy
 from pyinfra.facts.server import Which
 from pyinfra.operations import apt, files, pip, server, systemd
 from pyinfra.operations.util import any_changed
@@ -29,10 +29,12 @@ from ..spec import host_spec, model_host_spec
 from ..spec.model import ModelHostSpec
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
+from .secrets import secret_file
 
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
 GIB = 1024**3
 PEER_KEY_LOCK = threading.Lock()
+RRSYNC = "/usr/bin/rrsync"  # rsync's restricted mode, shipped with Debian's rsync
 
 
 @deploy("Pinned checkpoint")
@@ -67,9 +69,11 @@ def fetcher_environment(model_host: ModelHostSpec) -> None:
     python = host.get_fact(Which, command="python3") or "/usr/bin/python3"
     pip.venv(name=f"Python venv {layout.VENV}", path=layout.VENV, python=python)
     source = model_host.python_find_links or model_host.python_index_url
-    index = (f"--no-index --find-links {source}" if model_host.python_find_links else f"--index-url {source}")
+    where = (["--no-index", "--find-links", QuoteString(source)] if model_host.python_find_links
+             else ["--index-url", QuoteString(source)])
     if source.startswith("http://"):  # pip refuses plain HTTP from a host it was not told to trust
-        index += f" --trusted-host {urlsplit(source).netloc}"
+        where += ["--trusted-host", QuoteString(urlsplit(source).netloc)]
+    index = StringCommand(*where).get_raw_value()
     pip.packages(name=f"Install {HUGGINGFACE_HUB}", packages=[HUGGINGFACE_HUB], virtualenv=layout.VENV,
                  extra_install_args=index)
     onhost_package()
@@ -87,12 +91,18 @@ def peer_access(model_host: ModelHostSpec, user: str) -> None:
     files.template(name="Peers may read the model cache, nothing else",
                    src=str(TEMPLATES / "k3ops" / "peer-authorized-keys.j2"),
                    dest=layout.PEER_AUTHORIZED_KEYS, user=PEER_USER, group=PEER_USER, mode="600",
-                   cache_path=model_host.model_cache_path,
+                   forced_command=authorized_keys_option(StringCommand(
+                       RRSYNC, "-ro", QuoteString(model_host.model_cache_path)).get_raw_value()),
                    public_key=private_key.with_suffix(".pub").read_text().strip())
     files.directory(name=f"Directory ~{user}/.ssh", path=f"{layout.home(user)}/.ssh", user=user, group=user,
                     mode="700")
     files.put(name="The fleet's peer-copy key", src=str(private_key), dest=layout.peer_key(user), user=user,
               group=user, mode="600")
+
+
+def authorized_keys_option(command: str) -> str:
+    """A forced command as an authorized_keys option value: sshd unescapes only \\" inside the quotes."""
+    return '"' + command.replace('"', '\\"') + '"'
 
 
 def ensure_peer_key(path: Path) -> None:
@@ -113,11 +123,9 @@ def token() -> None:
 
     Without HF_TOKEN in the environment an existing file is left as it is (public models need none).
     """
-    files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
     value = environ.get("HF_TOKEN")
     if value:
-        files.put(name=f"Hub token in {layout.TOKEN_FILE}", src=StringIO(f"HF_TOKEN={value}\n"), dest=layout.TOKEN_FILE,
-                  user="root", group="root", mode="600")
+        secret_file(layout.TOKEN_FILE, f"HF_TOKEN={value}\n", "Hub token")
 
 
 def fetch_config(model_host: ModelHostSpec) -> str:

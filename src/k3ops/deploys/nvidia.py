@@ -13,7 +13,6 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
-from ..facts.boot import SecureBoot
 from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..operations import packages
 from ..operations import nvidia as nvidia_operations
@@ -21,6 +20,7 @@ from ..spec import host_spec
 from ..spec.host import GpuHostSpec
 from . import TEMPLATES
 from .reboot import reboot_if_needed
+from .secure_boot import refuse_unsigned_modules
 from .repositories import signed_repository
 
 PIN_FILE = "/etc/apt/preferences.d/k3ops-nvidia-driver"
@@ -69,9 +69,7 @@ def needs_fabric_manager(spec: GpuHostSpec) -> bool:
 @deploy("NVIDIA GPU host")
 def nvidia() -> None:
     spec = host_spec(host)
-    if host.get_fact(SecureBoot) and not spec.nvidia_signed_modules:
-        raise DeployError(f"{host.name}: Secure Boot is on and would refuse unsigned NVIDIA modules; "
-                          "enroll a MOK and set nvidia_signed_modules = True, or turn Secure Boot off")
+    refuse_unsigned_modules(spec)
     version = package_version(spec)
     driver_names = driver_packages(spec)
     fabric_manager = needs_fabric_manager(spec)

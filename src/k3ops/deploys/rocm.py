@@ -15,6 +15,7 @@ from ..spec import host_spec
 from ..spec.host import GpuHostSpec
 from . import TEMPLATES
 from .reboot import reboot_if_needed
+from .secure_boot import refuse_unsigned_modules
 from .repositories import signed_repository
 
 PIN_FILE = "/etc/apt/preferences.d/k3ops-rocm"
@@ -36,6 +37,7 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
 @deploy("AMD GPU host")
 def rocm() -> None:
     spec = host_spec(host)
+    refuse_unsigned_modules(spec)
     repositories = signed_repository("amdgpu", spec.repository("amdgpu")) + signed_repository(
         "rocm", spec.repository("rocm"))
     pin = files.template(name=f"Pin ROCm to release {spec.rocm_release}",

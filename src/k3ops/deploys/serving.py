@@ -6,7 +6,6 @@ when its unit, its secrets or the active revision change, and only then.
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 
 from pyinfra import host
@@ -25,6 +24,7 @@ from ..spec import host_spec, model_host_spec
 from ..spec.engine import EngineHostSpec, EngineSpec
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
+from .secrets import secret_file
 
 
 @deploy("Engine")
@@ -39,7 +39,8 @@ def serving() -> None:
     rank, head = cluster_position(engine)
     values = unit_variables(found=found, engine=engine, served_name=model_host.model.name, model_dir=model_dir,
                             cache_path=model_host.model_cache_path, service_user=spec.service_user,
-                            gpu_vendor=spec.gpu_vendor, node_rank=rank, head_address=head)
+                            gpu_vendor=spec.gpu_vendor, docker_source=spec.docker_source, node_rank=rank,
+                            head_address=head)
     if found.image:
         image = f"{engine.image or found.image}@{engine.image_digest}"
         docker.image(name=f"Pull {image}", image=image)
@@ -91,7 +92,6 @@ def llama_server(engine: EngineSpec) -> None:
 
 def api_key(engine: EngineSpec, found: Recipe):
     """The engine's secrets file (root, 0600: systemd reads it for the unit), with the API key when data names one."""
-    files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
     lines = ""
     if engine.api_key_file:
         path = Path(engine.api_key_file).expanduser()
@@ -100,8 +100,7 @@ def api_key(engine: EngineSpec, found: Recipe):
         except OSError as error:
             raise DeployError(f"{host.name}: engine.api_key_file: cannot read {path} on this controller: "
                               f"{error.strerror}") from None
-    return files.put(name=f"Engine secrets {ENGINE_SECRETS_FILE}", src=StringIO(lines), dest=ENGINE_SECRETS_FILE,
-                     user="root", group="root", mode="600")
+    return secret_file(ENGINE_SECRETS_FILE, lines, "Engine secrets")
 
 
 def cluster_position(engine: EngineSpec) -> tuple[int, str]:

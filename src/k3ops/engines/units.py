@@ -1,22 +1,37 @@
 """What the engine's systemd units say on one host: the variables of templates/systemd/k3ops-engine*.j2.
 
 The engine reads the model from the cache's `current` revision with the Hub switched off, so a
-restart never downloads; containers get the GPUs the way the GPU host deploy configured them (CDI
-devices on NVIDIA, /dev/kfd and /dev/dri on AMD); secrets arrive through one root-owned file.
+restart never downloads; containers get the GPUs the way the GPU host deploy configured them and the
+host's Docker supports; secrets reach the engine only through systemd, which reads them from a
+root-only file into the environment (never a unit file, an argument or a file the service user reads).
+Every value lands in the unit escaped for systemd, so no data can add a directive or expand a specifier.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import shlex
+import re
 
 from ..onhost import layout
 from .recipes import RECIPES, Recipe, command_line
 
-GPU_DEVICES = {
-    "nvidia": ("--device", "nvidia.com/gpu=all"),
-    "amd": ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render"),
+# The GPUs in a container, by vendor and by what the host's Docker can do. CDI devices need Docker 25;
+# Debian 12's docker.io is 20.10, where the nvidia runtime (registered by the GPU host deploy) hands
+# the container every GPU.
+GPU_ACCESS = {
+    ("nvidia", "vendor"): ("--device", "nvidia.com/gpu=all"),
+    ("nvidia", "distribution"): ("--runtime", "nvidia", "--env", "NVIDIA_VISIBLE_DEVICES=all"),
+    ("amd", "vendor"): ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render"),
+    ("amd", "distribution"): ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add",
+                              "render"),
 }
+# The oldest Docker Engine each docker_source installs (Debian 12's docker.io; Docker's own repository
+# ships 25 and newer for bookworm), and the Docker a device argument of CDI's vendor/class=name form needs.
+DOCKER_VERSIONS = {"distribution": (20, 10), "vendor": (25, 0)}
+CDI_DOCKER_VERSION = (25, 0)
+CDI_DEVICE_REGEX = r"^[a-z0-9.-]+/[a-z0-9.-]+=\S+$"
+# systemd splits a command line itself: words with these need quoting; % and $ must be doubled.
+SYSTEMD_PLAIN_WORD_REGEX = r"^[A-Za-z0-9_@%+=:,./-]+$"
 
 
 def unit_names(node_rank: int) -> list[str]:
@@ -41,22 +56,48 @@ def engine_urls(engine, node_rank: int = 0) -> dict[str, str | None]:
             "metrics_url": f"{base}/metrics", "chat_url": f"{base}/v1/chat/completions"}
 
 
-def exec_start(found: Recipe, argv: list[str], gpu_vendor: str | None, model_dir: str, image: str | None,
-               environment: dict[str, str]) -> str:
-    """The unit's ExecStart: the engine itself, or `docker run` of its pinned image."""
-    if image is None:
-        return shlex.join(argv)
-    docker = ["/usr/bin/docker", "run", "--rm", "--name", layout.ENGINE_CONTAINER, "--network", "host", "--ipc", "host",
-              "--shm-size", "16g", "--ulimit", "memlock=-1", *GPU_DEVICES.get(gpu_vendor or "", ()),
-              "--env-file", layout.ENGINE_SECRETS_FILE, "--env", "HF_HUB_OFFLINE=1", "--env", "TRANSFORMERS_OFFLINE=1",
-              *(option for key, value in sorted(environment.items()) for option in ("--env", f"{key}={value}")),
-              "--volume", f"{model_dir}:{model_dir}:ro", "--volume", f"{layout.ENGINE_STATE_DIR}/cache:/root/.cache",
-              image, *argv]
-    return shlex.join(docker)
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_word(word: str) -> str:
+    """One word of a systemd command line, read back literally: specifiers (%) and variables ($)
+    doubled, and double-quoted with C escapes unless it is plain."""
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    return escaped if re.match(SYSTEMD_PLAIN_WORD_REGEX, word) else _quoted(escaped)
+
+
+def systemd_command(argv: list[str]) -> str:
+    return " ".join(systemd_word(word) for word in argv)
+
+
+def environment_assignment(key: str, value: str) -> str:
+    """An Environment= value: one quoted KEY=value, read back literally (systemd expands no $ there)."""
+    return _quoted(f"{key}={value}".replace("%", "%%"))
+
+
+def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_source: str, model_dir: str,
+               image: str, environment: dict[str, str]) -> list[str]:
+    """`docker run` of the pinned image. The API key is passed by name: the docker client copies it from
+    the environment systemd gave it, so the value is in no argument and no file the client must read."""
+    keys = [layout.API_KEY_VARIABLES[found.engine]] if found.engine in layout.API_KEY_VARIABLES else []
+    return ["/usr/bin/docker", "run", "--rm", "--name", layout.ENGINE_CONTAINER, "--network", "host", "--ipc", "host",
+            "--shm-size", "16g", "--ulimit", "memlock=-1", *GPU_ACCESS.get((gpu_vendor or "", docker_source), ()),
+            *(option for key in keys for option in ("--env", key)),
+            "--env", "HF_HUB_OFFLINE=1", "--env", "TRANSFORMERS_OFFLINE=1",
+            *(option for key, value in sorted(environment.items()) for option in ("--env", f"{key}={value}")),
+            "--volume", f"{model_dir}:{model_dir}:ro", "--volume", f"{layout.ENGINE_STATE_DIR}/cache:/root/.cache",
+            image, *argv]
+
+
+def docker_needs(docker_argv: list[str]) -> tuple[int, int]:
+    """The oldest Docker Engine that runs these `docker run` arguments (CDI devices need 25)."""
+    devices = [docker_argv[i + 1] for i, word in enumerate(docker_argv[:-1]) if word == "--device"]
+    return CDI_DOCKER_VERSION if any(re.match(CDI_DEVICE_REGEX, device) for device in devices) else (0, 0)
 
 
 def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, cache_path: str, service_user: str,
-                   gpu_vendor: str | None, node_rank: int = 0, head_address: str = "") -> dict:
+                   gpu_vendor: str | None, docker_source: str, node_rank: int = 0, head_address: str = "") -> dict:
     """Everything the engine and watchdog templates need, from the host's validated specs."""
     port = str(engine.port or found.port)
     model_path = f"{model_dir}/{layout.CURRENT_LINK}" + (f"/{engine.model_file}" if engine.model_file else "")
@@ -65,12 +106,15 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
     argv = command_line(found, engine.args, values, node_rank)
     image = f"{engine.image or found.image}@{engine.image_digest}" if found.image else None
     environment = {**found.environment, **engine.environment}
+    command = argv if image is None else docker_run(found, argv, gpu_vendor, docker_source, model_dir, image,
+                                                   environment)
     urls = engine_urls(engine, node_rank)
     return {
         "layout": layout, "engine": found.engine, "recipe": found.name, "served_name": served_name, "nodes": found.nodes,
         "node_rank": node_rank, "container": image is not None, "service_user": service_user,
-        "cache_path": cache_path, "model_dir": model_dir, "environment": {} if image else environment,
-        "exec_start": exec_start(found, argv, gpu_vendor, model_dir, image, environment),
+        "cache_path": cache_path, "current_link": systemd_word(f"{model_dir}/{layout.CURRENT_LINK}"),
+        "environment": [] if image else [environment_assignment(key, value) for key, value in sorted(environment.items())],
+        "command": command, "exec_start": systemd_command(command),
         "start_timeout": engine.start_timeout_seconds, "interval": engine.health_interval_seconds,
         "failures": engine.health_failures, "health_url": urls["health_url"], "models_url": urls["models_url"],
         "argv": argv,

@@ -12,33 +12,35 @@ from typing_extensions import override
 from .util import kernel_words
 
 GRUB_DEFAULTS = "/etc/default/grub"
-SECURE_BOOT_STATE_REGEX = r"^SecureBoot (enabled|disabled)$"
+EFI_GLOBAL_VARIABLE = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+EFIVARFS_SECURE_BOOT = f"/sys/firmware/efi/efivars/SecureBoot-{EFI_GLOBAL_VARIABLE}"
+SYSFS_SECURE_BOOT = f"/sys/firmware/efi/vars/SecureBoot-{EFI_GLOBAL_VARIABLE}/data"
 GRUB_COMMAND_LINE_REGEX = r"^(?P<variable>GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(?P<value>.*)$"
 
 
 class SecureBoot(FactBase[bool | None]):
     """
-    Returns whether Secure Boot is enforced, ``None`` when the host cannot tell (no mokutil, no EFI):
+    Returns whether Secure Boot is enforced, read from the firmware's SecureBoot variable itself
+    (efivarfs, or the older sysfs interface), so it needs no tool a deploy has yet to install;
+    ``None`` when the host has no such variable (legacy BIOS boot, no EFI):
 
     .. code:: python
 
         True
     """
 
-    # mokutil exits non-zero on hosts without EFI variables or Secure Boot support.
-    command = "mokutil --sb-state 2>&1 || true"
-
-    @override
-    def requires_command(self) -> str:
-        return "mokutil"
+    # efivarfs prefixes a variable's data with its 4 attribute bytes; the sysfs interface's data has none.
+    command = (f"if [ -r {EFIVARFS_SECURE_BOOT} ]; then od -An -tu1 -j4 -N1 {EFIVARFS_SECURE_BOOT}; "
+               f"elif [ -r {SYSFS_SECURE_BOOT} ]; then od -An -tu1 -N1 {SYSFS_SECURE_BOOT}; fi")
 
     @override
     def process(self, output):
-        for line in output:
-            state = re.match(SECURE_BOOT_STATE_REGEX, line.strip())
-            if state:
-                return state.group(1) == "enabled"
-        return None
+        value = " ".join(output).strip()
+        if not value:
+            return None
+        if not value.isdigit():
+            raise FactProcessError(f"the SecureBoot EFI variable reads {value!r}, not a byte")
+        return value != "0"
 
 
 class KernelCommandLine(FactBase[list[str]]):

@@ -25,7 +25,10 @@ NVIDIA_SMI_FAILURES = {
 # A proprietary (non-GPL) module taints the kernel with P; the open module does not.
 PROPRIETARY_TAINT = "P"
 NVML_LIBRARY_REGEX = r"/libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$"
-PCI_DEVICE_LINE_REGEX = r"^(?P<bus_id>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) "
+PCI_DEVICES = "/sys/bus/pci/devices"
+PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
+NVIDIA_PCI_VENDOR = "0x10de"
+NVSWITCH_PCI_CLASS = "0x0680"
 # `dpkg-query` lines of an installed Fabric Manager: nvidia-fabricmanager (580+) or -<branch> (before).
 FABRICMANAGER_PACKAGE_REGEX = r"^\wi\S?\s+nvidia-fabricmanager(?:-\d+)? (?:\d+:)?(?P<version>[^\s-]+)"
 CDI_DEVICE_REGEX = r"^[\w.-]+/[\w.-]+=\S+$"
@@ -148,7 +151,8 @@ class NvidiaUserspaceVersion(FactBase[str | None]):
 
 class NvSwitches(FactBase[list[str]]):
     """
-    Returns the PCI bus ids of the host's NVSwitches (an HGX baseboard has four):
+    Returns the PCI bus ids of the host's NVSwitches (an HGX baseboard has four), read from sysfs so
+    that it needs no tool a deploy has yet to install:
 
     .. code:: python
 
@@ -156,17 +160,16 @@ class NvSwitches(FactBase[list[str]]):
     """
 
     # NVIDIA's vendor id, PCI class 0680 (other bridge): the NVSwitch, not the GPUs (class 03xx).
-    command = "lspci -D -n -d 10de::0680"
-
-    @override
-    def requires_command(self) -> str:
-        return "lspci"
+    command = (f"for device in {PCI_DEVICES}/*; do "
+               f"[ \"$(cat \"$device/vendor\")\" = {NVIDIA_PCI_VENDOR} ] || continue; "
+               f"case \"$(cat \"$device/class\")\" in {NVSWITCH_PCI_CLASS}*) echo \"${{device##*/}}\";; esac; "
+               "done 2>/dev/null; true")
 
     default = list
 
     @override
     def process(self, output):
-        return [device["bus_id"] for line in output if (device := re.match(PCI_DEVICE_LINE_REGEX, line))]
+        return sorted(line.strip() for line in output if re.match(PCI_BUS_ID_REGEX, line.strip()))
 
 
 class FabricManager(FactBase[dict]):

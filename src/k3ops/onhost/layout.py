@@ -9,8 +9,10 @@ from __future__ import annotations
 
 CONFIG_DIR = "/etc/k3ops"
 MODEL_CONFIG_DIR = f"{CONFIG_DIR}/models"  # <name>.json: one model's fetch settings
-TOKEN_FILE = f"{CONFIG_DIR}/hf.env"  # HF_TOKEN, root 0600, read by systemd for the fetch unit
-ENGINE_SECRETS_FILE = f"{CONFIG_DIR}/engine.env"  # the engine's API key, root 0600, read by systemd
+# Secrets live in a root-only directory, so a file is never readable by others, even while written.
+SECRETS_DIR = f"{CONFIG_DIR}/secrets"
+TOKEN_FILE = f"{SECRETS_DIR}/hf.env"  # HF_TOKEN, root 0600, read by systemd for the fetch unit
+ENGINE_SECRETS_FILE = f"{SECRETS_DIR}/engine.env"  # the engine's API key, root 0600, read by systemd
 
 INSTALL_DIR = "/opt/k3ops"
 VENV = f"{INSTALL_DIR}/venv"  # huggingface_hub for the fetcher

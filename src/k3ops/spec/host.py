@@ -69,7 +69,8 @@ class GpuHostSpec(BaseModel):
     nvidia_driver_version: str = Field("580.126.09", description="exact driver version, pinned and held")
     nvidia_kernel_modules: Literal["open", "proprietary"] = Field(
         "open", description="kernel module flavour; Blackwell needs open")
-    nvidia_signed_modules: bool = Field(False, description="modules are signed for Secure Boot (MOK enrolled)")
+    signed_kernel_modules: bool = Field(
+        False, description="DKMS signs the GPU driver's modules with an enrolled MOK (needed under Secure Boot)")
     fabric_manager: Literal["auto", "on", "off"] = Field("auto", description="auto: on where the host has NVSwitches")
     dcgm: bool = Field(True, description="install and run DCGM (nvidia-dcgm)")
     container_toolkit_version: str = Field("1.18.0-1", description="exact NVIDIA Container Toolkit version")
