@@ -1,6 +1,9 @@
 """An example production fleet serving Kimi K3: copy it, then put your own hosts and pins in.
 
     k3ops validate inventory/prod.py            # every host's data checked; nothing is contacted
+
+As shipped its pins (revision, image digest, binary sha256) are all-zero placeholders, which validation
+refuses, naming each one and where to find the real value.
     pyinfra inventory/prod.py deploys/model.py  # the NVMe cache and the pinned checkpoint
 
 Hosts are grouped by what they run; each group's settings are in inventory/group_data/<group>.py, and

@@ -41,6 +41,10 @@ GPU_MODELS: dict[str, GpuModel] = {
     )
 }
 
+# The oldest ROCm release that supports each AMD GPU architecture (AMD's ROCm compatibility matrix):
+# CDNA3 (MI300X, MI325X, gfx942) since ROCm 6.0, CDNA4 (MI350X, MI355X, gfx950) since ROCm 7.0.
+ROCM_MINIMUM_BY_ARCHITECTURE: dict[str, str] = {"CDNA3": "6.0.0", "CDNA4": "7.0.0"}
+
 BOARD_PROFILES: dict[str, BoardProfile] = {
     profile.name: profile
     for profile in (

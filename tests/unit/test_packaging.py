@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import REPO_ROOT
+from .test_prod_inventory import filled_in
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 INSTALL_TIMEOUT = 900
@@ -41,14 +43,15 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = wheels.glob("k3ops-*.whl")
     subprocess.run([str(environment / "bin" / "pip"), "install", "-q", str(wheel)], check=True,
                    timeout=INSTALL_TIMEOUT)
-    shutil.copytree(REPO_ROOT / "inventory", work / "inventory")
+    filled_in(work)  # the example inventory with its placeholders replaced, its API key under work/home
     return environment
 
 
 def run_installed(environment: Path, *args: str) -> subprocess.CompletedProcess:
-    """A command of the installed package, from a directory that is not the checkout."""
+    """A command of the installed package, from a directory that is not the checkout (HOME beside it)."""
     return subprocess.run([str(environment / "bin" / args[0]), *args[1:]], cwd=environment.parent,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HOME": str(environment.parent / "home")})
 
 
 def test_validate_runs_from_the_installed_package(installed):

@@ -25,7 +25,7 @@ def test_defaults_suit_k3_on_nvidia():
 
 
 def test_repositories_named_in_data_replace_only_those():
-    spec = GpuHostSpec.model_validate({**MI355X, "rocm_release": "6.4.1", "repositories": {
+    spec = GpuHostSpec.model_validate({"hardware_profile": "mi300x8", "rocm_release": "6.4.1", "repositories": {
         "rocm": {"url": "http://mirror.example/rocm/apt/{rocm_release}", "key_url": "http://mirror.example/key",
                  "suite": "noble"}}})
     assert spec.repository("rocm").url == "http://mirror.example/rocm/apt/6.4.1"
@@ -39,6 +39,7 @@ def test_repositories_named_in_data_replace_only_those():
     ({"gpu_model": "NVIDIA H300"}, "gpu_model: unknown GPU model 'NVIDIA H300'; known: "),
     ({"hardware_profile": "h300x8"}, "hardware_profile: unknown hardware profile 'h300x8'; known: "),
     ({"nvidia_driver_version": "580"}, "nvidia_driver_version: '580' is not an exact driver version"),
+    ({"nvidia_driver_version": "580.126.09\n"}, "nvidia_driver_version: '580.126.09\\n' is not an exact driver version"),
     ({"gpu_vendor": "amd"}, "gpu_vendor: 'amd' disagrees with hardware_profile 'h200x8' (expected 'nvidia')"),
     ({"hardware_profile": "b300x8", "gpu_model": "NVIDIA B300 SXM6 AC", "nvidia_kernel_modules": "proprietary"},
      "Blackwell GPUs need the open kernel modules"),
@@ -47,6 +48,59 @@ def test_repositories_named_in_data_replace_only_those():
 def test_bad_nvidia_data_is_refused_naming_host_and_field(change, message):
     errors = host_errors("gpu-07", {**H200, **change})
     assert any(error.startswith("gpu-07: ") and message in error for error in errors), errors
+
+
+@pytest.mark.parametrize("data, message", [
+    ({**MI355X, "rocm_release": "5.7.1"}, "mi-01: rocm_release: 5.7.1 does not support the AMD Instinct MI355X (CDNA4), "
+                                          "which needs ROCm 7.0.0 or newer (e.g. 7.0.2)"),
+    ({**MI355X, "rocm_release": "6.4.1"}, "mi-01: rocm_release: 6.4.1 does not support the AMD Instinct MI355X"),
+    ({"hardware_profile": "mi300x8", "rocm_release": "5.7.1"},
+     "mi-01: rocm_release: 5.7.1 does not support the AMD Instinct MI300X (CDNA3), which needs ROCm 6.0.0 or newer"),
+    ({**MI355X, "fabric_manager": "on"}, "mi-01: fabric_manager: 'on' needs NVIDIA GPUs on NVSwitches; "
+                                         "hardware_profile 'mi355x8' has AMD Instinct MI355X GPUs (use 'auto' or 'off')"),
+    ({"hardware_profile": "cpu", "fabric_manager": "on"}, "mi-01: fabric_manager: 'on' needs NVIDIA GPUs on "
+                                                          "NVSwitches; hardware_profile 'cpu' has no GPUs"),
+])
+def test_a_gpu_stack_the_gpus_cannot_use_is_refused(data, message):
+    errors = host_errors("mi-01", data)
+    assert any(error.startswith(message) for error in errors), errors
+
+
+def test_rocm_releases_from_each_architectures_minimum_pass():
+    assert host_errors("mi-01", {"hardware_profile": "mi300x8", "rocm_release": "6.0.0"}) == []
+    assert host_errors("mi-01", {**MI355X, "rocm_release": "7.0.0"}) == []
+    assert host_errors("h-01", {**H200, "fabric_manager": "on"}) == []
+
+
+OWN_USER = "run the engines as a user of their own, e.g. 'k3ops'"
+
+
+@pytest.mark.parametrize("user, message", [
+    *((user, f"'{user}' is a system account; {OWN_USER}")
+      for user in ("root", "daemon", "bin", "nobody", "www-data", "sshd", "messagebus", "systemd-network", "_apt")),
+    ("k3ops-peer", f"'k3ops-peer' is the peer-copy user (it may only read the cache over rrsync); {OWN_USER}"),
+])
+def test_the_engines_never_run_as_root_a_system_account_or_the_peer_user(user, message):
+    assert host_errors("gpu-01", {**H200, "service_user": user}) == [f"gpu-01: service_user: {message}"]
+
+
+def test_a_service_user_of_its_own_passes():
+    assert host_errors("gpu-01", {**H200, "service_user": "inference"}) == []
+
+
+@pytest.mark.parametrize("repository, message", [
+    ({"url": "https://mirror.example/cuda' /", "key_url": "https://mirror.example/key"},
+     "repositories.cuda.url: \"https://mirror.example/cuda' /\" is not an http(s) URL"),
+    ({"url": "https://mirror.example/$(reboot)/", "key_url": "https://mirror.example/key"},
+     "repositories.cuda.url: 'https://mirror.example/$(reboot)/' is not an http(s) URL"),
+    ({"url": "https://mirror.example/cuda/", "key_url": "https://mirror.example/key\nx"},
+     "repositories.cuda.key_url: 'https://mirror.example/key\\nx' is not an http(s) URL"),
+    ({"url": "https://mirror.example/cuda/", "key_url": "https://mirror.example/key", "suite": "noble main\ndeb x"},
+     "repositories.cuda.suite: 'noble main\\ndeb x' is not an apt suite or component"),
+])
+def test_repositories_are_refused_when_they_would_change_the_apt_source_line(repository, message):
+    errors = host_errors("gpu-01", {**H200, "repositories": {"cuda": repository}})
+    assert any(error.startswith(f"gpu-01: {message}") for error in errors), errors
 
 
 def test_rocm_release_in_the_wrong_form_is_refused():

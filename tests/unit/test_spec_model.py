@@ -17,6 +17,8 @@ def test_a_pinned_model_passes():
 @pytest.mark.parametrize("change, message", [
     ({"revision": "main"}, "gpu-01: model.revision: 'main' is not a commit sha: pin the full 40-hex commit"),
     ({"revision": "0123456"}, "gpu-01: model.revision: '0123456' is not a commit sha"),
+    ({"revision": MODEL["revision"] + "\n"}, "gpu-01: model.revision: '0123456789abcdef0123456789abcdef01234567\\n' is "),
+    ({"name": "kimi-k3\n"}, "gpu-01: model.name: String should match pattern"),
     ({"revision": "0123456789ABCDEF0123456789ABCDEF01234567"}, "gpu-01: model.revision: "),
     ({"repo_id": "Kimi-K3"}, "gpu-01: model.repo_id: String should match pattern"),
     ({"name": "Kimi K3"}, "gpu-01: model.name: String should match pattern"),
@@ -29,15 +31,105 @@ def test_bad_model_data_names_host_and_field(change, message):
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"model_cache_path": "relative/path"}, "gpu-01: model_cache_path: String should match pattern"),
+    ({"model_cache_path": "relative/path"}, "gpu-01: model_cache_path: 'relative/path' is not a plain absolute path"),
     ({"model_cache_wipe": ["nvme1n1"]}, "gpu-01: model_cache_wipe: 'nvme1n1' is not a device path"),
     ({"nvme_devices": ["nvme0n1"]}, "gpu-01: nvme_devices: 'nvme0n1' is not a device path"),
     ({"model_source": "bittorrent"}, "gpu-01: model_source: Input should be 'peers' or 'hub'"),
-    ({"hf_endpoint": "huggingface.co"}, "gpu-01: hf_endpoint: String should match pattern"),
+    ({"hf_endpoint": "huggingface.co"}, "gpu-01: hf_endpoint: 'huggingface.co' is not an http(s) URL"),
+    ({"hf_endpoint": "https://hub.example/\"; reboot"}, "gpu-01: hf_endpoint: 'https://hub.example/\"; reboot' is not"),
+    ({"python_index_url": "https://pypi.example/simple;reboot"}, "gpu-01: python_index_url: 'https://pypi.example/simple;"),
+    ({"python_find_links": "http://10.0.0.1/wheels/ --pre"}, "gpu-01: python_find_links: 'http://10.0.0.1/wheels/ --pre'"),
 ])
 def test_bad_cache_data_names_host_and_field(data, message):
     errors = host_errors("gpu-01", {**CPU, "model": MODEL, **data})
     assert any(error.startswith(message) for error in errors), errors
+
+
+def test_the_examples_placeholder_revision_is_refused_with_how_to_find_the_commit():
+    errors = host_errors("gpu-01", {**CPU, "model": {**MODEL, "revision": "0" * 40}})
+    assert errors == [
+        "gpu-01: model.revision: replace the example's placeholder (all zeros) with the commit you reviewed: find it on "
+        "the repository's 'Files and versions' > 'History' page on the Hub, or with `python -c \"import huggingface_hub "
+        "as h; print(h.model_info('moonshotai/Kimi-K3', revision='main').sha)\"`"]
+
+
+@pytest.mark.parametrize("path", ["/srv/k3ops/models", "/mnt/models", "/data/k3", "/var/lib/k3ops-models",
+                                  "/home/models", "/srv/k3ops/kimi_k3.cache-1"])
+def test_a_directory_of_its_own_is_a_good_cache_path(path):
+    assert host_errors("gpu-01", {**CPU, "model_cache_path": path}) == []
+
+
+@pytest.mark.parametrize("path, message", [
+    *((path, f"'{path}' is or holds the system directory {path}, which the volume mounted there would hide")
+      for path in ("/etc", "/usr", "/var", "/boot", "/root", "/home", "/srv", "/opt", "/var/lib", "/usr/local",
+                   "/var/lib/docker", "/opt/k3ops", "/var/lib/k3ops/engine", "/var/lib/k3ops-peer")),
+    ("/", "'/' is or holds the system directory /bin"),
+    ("/var/lib/k3ops", "'/var/lib/k3ops' is or holds the system directory /var/lib/k3ops/engine"),
+    ("/usr/lib/x86_64-linux-gnu", "'/usr/lib/x86_64-linux-gnu' is under /usr, where no volume belongs"),
+    ("/etc/k3ops/models", "'/etc/k3ops/models' is under /etc, where no volume belongs"),
+    ("/proc/models", "'/proc/models' is under /proc, where no volume belongs"),
+    ("/tmp/models", "'/tmp/models' is under /tmp, where no volume belongs"),
+    ("/srv/../etc", "'/srv/../etc' is not a plain absolute path: letters, digits and ._-/ only, no '..', '//' or "
+                    "trailing '/'; give the model cache a directory of its own, e.g. '/srv/k3ops/models'"),
+    ("/srv/k3ops/models/", "'/srv/k3ops/models/' is not a plain absolute path"),
+    ("/srv//models", "'/srv//models' is not a plain absolute path"),
+    ("/srv/$(reboot)", "'/srv/$(reboot)' is not a plain absolute path"),
+    ("/srv/`reboot`", "'/srv/`reboot`' is not a plain absolute path"),
+    ('/srv/m" x', "'/srv/m\" x' is not a plain absolute path"),
+    ("/srv/m'x", "\"/srv/m'x\" is not a plain absolute path"),
+    ("/srv/m;reboot", "'/srv/m;reboot' is not a plain absolute path"),
+    ("/srv/m\nx", "'/srv/m\\nx' is not a plain absolute path"),
+    ("/srv/m x", "'/srv/m x' is not a plain absolute path"),
+])
+def test_a_cache_path_that_is_a_system_directory_or_reaches_a_shell_is_refused(path, message):
+    errors = host_errors("gpu-01", {**CPU, "model_cache_path": path})
+    assert len(errors) == 1 and errors[0].startswith(f"gpu-01: model_cache_path: {message}"), errors
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"nvme_devices": ["/dev/../etc/passwd"]}, "nvme_devices: '/dev/../etc/passwd' is not a device path like"),
+    ({"nvme_devices": ["/dev/nvme0n1 "]}, "nvme_devices: '/dev/nvme0n1 ' is not a device path"),
+    ({"nvme_devices": ["/dev/nvme0n1\n"]}, "nvme_devices: '/dev/nvme0n1\\n' is not a device path"),
+    ({"nvme_devices": ["/dev/nvme0n1;reboot"]}, "nvme_devices: '/dev/nvme0n1;reboot' is not a device path"),
+    ({"nvme_devices": ["/dev/"]}, "nvme_devices: '/dev/' is not a device path"),
+    ({"nvme_devices": ["/dev/nvme0n1", "/dev/nvme1n1", "/dev/nvme0n1"]},
+     "nvme_devices: '/dev/nvme0n1' is listed more than once; list each device once"),
+    ({"nvme_devices": ["/dev/nvme0n1"], "model_cache_wipe": ["/dev/nvme1n1"]},
+     "model_cache_wipe: '/dev/nvme1n1' is not one of nvme_devices; only a cache device may be wiped"),
+    ({"model_cache_wipe": ["/dev/nvme1n1"]}, "model_cache_wipe: '/dev/nvme1n1' is not one of nvme_devices"),
+])
+def test_cache_devices_are_plain_device_nodes_each_once_and_only_they_may_be_wiped(data, message):
+    errors = host_errors("gpu-01", {**CPU, **data})
+    assert errors and all(error.startswith(f"gpu-01: {message.split(':')[0]}:") for error in errors), errors
+    assert any(error.startswith(f"gpu-01: {message}") for error in errors), errors
+
+
+def test_cache_devices_by_name_or_by_id_pass():
+    devices = ["/dev/nvme0n1", "/dev/disk/by-id/nvme-SAMSUNG_MZWLO3T8HCLS-00A07_S7ABNA0X123456"]
+    assert host_errors("gpu-01", {**CPU, "nvme_devices": devices, "model_cache_wipe": devices[1:]}) == []
+
+
+@pytest.mark.parametrize("address", ["10.1.0.7", "fe80::1", "gpu-07", "gpu-07.dc1.example.com", "gpu-07.example.com."])
+def test_a_hostname_or_ip_address_is_a_peer_address(address):
+    assert host_errors("gpu-01", {**CPU, "peer_address": address}) == []
+
+
+@pytest.mark.parametrize("address", ["gpu 07", "10.0.0.1;reboot", "$(reboot)", "-oProxyCommand=x", "gpu_07",
+                                     "999.1.1.1", "a" * 64 + ".example.com", "gpu-07\n"])
+def test_anything_else_is_not_a_peer_address(address):
+    assert host_errors("gpu-01", {**CPU, "peer_address": address}) == [
+        f"gpu-01: peer_address: {address!r} is not a hostname or an IP address (like 'gpu-01.example.com' or "
+        "'10.0.0.7')"]
+
+
+def test_a_bad_ssh_hostname_is_refused_as_the_peer_address_it_becomes():
+    assert host_errors("gpu-01", {**CPU, "ssh_hostname": "gpu 07"})[0].startswith("gpu-01: peer_address: 'gpu 07'")
+
+
+def test_glob_patterns_are_one_line_each():
+    errors = host_errors("gpu-01", {**CPU, "model": {**MODEL, "allow_patterns": ["*.json", "x\n*"]}})
+    assert errors == ["gpu-01: model.allow_patterns.1: 'x\\n*' contains a line break or control character ('\\n'): "
+                      "give one line of plain text"]
 
 
 @pytest.mark.parametrize("data, address", [

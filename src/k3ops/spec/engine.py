@@ -8,16 +8,30 @@ an API key is required; the key, like HF_TOKEN, lives in a file, never in invent
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import stat
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..engines.recipes import RECIPES, RecipeError, arguments, recipe
-from .host import HTTP_URL
+from .forms import HttpUrl, PlainText, not_placeholder, plain, relative_path
 
 DIGEST = r"^sha256:[0-9a-f]{64}$"
 SHA256 = r"^[0-9a-f]{64}$"
 FLAG = r"^--[a-z0-9][a-z0-9-]*$"
+# An environment variable name, as a shell and systemd's Environment= take it.
+ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# registry/repository[:tag] (Docker's reference grammar without the digest, which is image_digest): an
+# optional registry (a host with a dot or a port, or localhost), lowercase path components, and a tag of
+# word characters, dots and dashes.
+_DOMAIN_PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_REGISTRY = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})+(?::[0-9]+)?|{_DOMAIN_PART}:[0-9]+|localhost)"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(rf"^(?:{_REGISTRY}/)?{_PATH_PART}(?:/{_PATH_PART})*(?::[\w][\w.-]{{0,127}})?$")
+# How to find the pins; IMAGE and URL are filled in where the value is known.
+DIGEST_HINT = "`docker buildx imagetools inspect {image}` prints it"
+SHA256_HINT = "`curl -fsSL {url} | sha256sum` prints it"
 
 
 class EngineSpec(BaseModel):
@@ -28,16 +42,17 @@ class EngineSpec(BaseModel):
     recipe: str = Field(description="launch recipe (k3ops.engines.recipes), e.g. 'vllm-b300x8'")
     image: str | None = Field(None, description="container image tag (default: the recipe's)")
     image_digest: str | None = Field(None, pattern=DIGEST, description="the image's sha256 digest (containers)")
-    binary_url: str | None = Field(None, pattern=HTTP_URL, description="llama-server archive URL (llama.cpp)")
+    binary_url: HttpUrl | None = Field(None, description="llama-server archive URL (llama.cpp)")
     binary_sha256: str | None = Field(None, pattern=SHA256, description="the archive's sha256 (llama.cpp)")
-    model_file: str | None = Field(None, pattern=r"^[^/\s][^\s]*$",
-                                   description="llama.cpp: the GGUF (first shard) to load, relative to the revision")
+    model_file: str | None = Field(
+        None, description="llama.cpp: the GGUF (first shard) to load, relative to the revision")
     args: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="flag overrides: a value replaces, true adds, false/null removes")
     environment: dict[str, str] = Field(default_factory=dict, description="extra environment for the engine")
     host: str = Field("127.0.0.1", description="address the API binds to")
     port: int | None = Field(None, ge=1, le=65535, description="API port (default: the recipe's)")
-    api_key_file: str | None = Field(None, description="controller path of the API key file (needed off loopback)")
+    api_key_file: PlainText | None = Field(
+        None, description="controller path of the API key file (needed off loopback)")
     cluster: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]*$",
                                 description="multi-node recipes: hosts with the same cluster serve together")
     start_timeout_seconds: int = Field(3600, ge=60, description="systemd start timeout: loading hundreds of GB")
@@ -52,12 +67,58 @@ class EngineSpec(BaseModel):
             raise ValueError(f"unknown recipe {value!r}; known: {', '.join(RECIPES)}")
         return value
 
+    @field_validator("image")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and "@" in value:
+            raise ValueError(f"{value!r} carries a digest: give the image as registry/repository[:tag] and its "
+                             "digest in image_digest")
+        if value is not None and not IMAGE_REFERENCE.fullmatch(value):
+            raise ValueError(f"{value!r} is not an image reference like 'registry.example.com:5000/team/vllm:tag' "
+                             "(optional registry host[:port], lowercase repository, optional tag)")
+        return value
+
+    @field_validator("image_digest")
+    @classmethod
+    def _real_digest(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        found = RECIPES.get(info.data.get("recipe"))
+        image = info.data.get("image") or (found.image if found else None) or "IMAGE"
+        return not_placeholder(value, f"the image's digest: {DIGEST_HINT.format(image=image)}")
+
+    @field_validator("binary_sha256")
+    @classmethod
+    def _real_sha256(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        url = info.data.get("binary_url") or "BINARY_URL"
+        return not_placeholder(value, f"the archive's sha256: {SHA256_HINT.format(url=url)}")
+
+    @field_validator("model_file")
+    @classmethod
+    def _in_the_revision(cls, value: str | None) -> str | None:
+        return None if value is None else relative_path(value)
+
     @field_validator("args")
     @classmethod
     def _flags(cls, value: dict) -> dict:
-        for flag in value:
-            if not re.match(FLAG, flag):
+        for flag, argument in value.items():
+            if not re.fullmatch(FLAG, flag):
                 raise ValueError(f"{flag!r} is not a long flag like '--max-model-len'")
+            if isinstance(argument, str):
+                plain(argument, flag)
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _variables(cls, value: dict) -> dict:
+        """Names a shell and systemd take as variables; values on one line (a newline: a new directive)."""
+        for name, setting in value.items():
+            if not ENVIRONMENT_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits and _, "
+                                 "not starting with a digit)")
+            plain(setting, name)
         return value
 
     @field_validator("host")
@@ -78,8 +139,8 @@ class EngineSpec(BaseModel):
             raise ValueError("api_key_file: SGLang reads its key only from its command line, where `ps` shows it; "
                              "keep SGLang on loopback behind a proxy that checks keys")
         if found.image is not None and self.image_digest is None:
-            raise ValueError(f"image_digest: recipe {self.recipe!r} runs a container; pin its image by digest "
-                             "(`docker buildx imagetools inspect IMAGE` prints it)")
+            hint = DIGEST_HINT.format(image=self.image or found.image)
+            raise ValueError(f"image_digest: recipe {self.recipe!r} runs a container; pin its image by digest ({hint})")
         if found.image is None and (self.binary_url is None or self.binary_sha256 is None):
             raise ValueError(f"binary_url: recipe {self.recipe!r} runs a native llama-server; give binary_url and "
                              "binary_sha256 of a pinned build")
@@ -114,6 +175,32 @@ class EngineHostSpec(BaseModel):
             if data.get("model") is None:
                 raise ValueError("engine: an engine needs a model to serve (set model)")
         return data
+
+
+def controller_errors(data: dict) -> list[str]:
+    """`field: message` for each file the host's engine names on this controller, checked where the deploy
+    will read it: the API key file must exist, be a regular file and be its owner's alone, as ssh demands
+    of a private key (the deploy copies it to the host as a secret)."""
+    engine = data.get("engine")
+    path = engine.get("api_key_file") if isinstance(engine, dict) else None
+    if not isinstance(path, str) or not path:
+        return []
+    where = os.path.expanduser(path)
+    try:
+        found = os.stat(where)
+    except FileNotFoundError:
+        return [f"engine.api_key_file: {path} does not exist on this controller; make one with `(umask 077; "
+                f"mkdir -p {os.path.dirname(path) or '.'} && openssl rand -hex 32 > {path})`"]
+    except OSError as error:
+        return [f"engine.api_key_file: cannot read {path} on this controller: {error.strerror}"]
+    if not stat.S_ISREG(found.st_mode):
+        return [f"engine.api_key_file: {path} is not a regular file"]
+    if found.st_mode & 0o077:
+        return [f"engine.api_key_file: {path} is open to group or others (mode {stat.S_IMODE(found.st_mode):04o}); "
+                f"keep the key its owner's alone: `chmod 600 {path}`"]
+    if not os.access(where, os.R_OK):
+        return [f"engine.api_key_file: {path} cannot be read by this user"]
+    return []
 
 
 def cluster_errors(engines: list[tuple[str, EngineSpec]]) -> list[str]:

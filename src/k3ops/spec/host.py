@@ -12,13 +12,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..hardware import BOARD_PROFILES, GPU_MODELS, cuda_supported_by
+from ..hardware import BOARD_PROFILES, GPU_MODELS, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
+from ..onhost.layout import PEER_USER
+from .forms import http_url
 
 DRIVER_VERSION = re.compile(r"^(?P<branch>\d{3})\.\d{2,3}(?:\.\d{2})?$")
 ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 TOOLKIT_VERSION = re.compile(r"^\d+\.\d+\.\d+-\d+$")
-HTTP_URL = r"^https?://[^\s/]+(/\S*)?$"
+# A repository URL may name the host's ROCm release, filled in by the deploy.
+ROCM_RELEASE_FIELD = "{rocm_release}"
+APT_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# Accounts the engines must never run as: root and the distribution's (and GPU stack's) system accounts.
+SYSTEM_ACCOUNTS = frozenset({
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "gnats", "nobody", "sshd", "messagebus", "polkitd", "avahi", "dnsmasq", "ntp",
+    "chrony", "statd", "tss", "uuidd", "tcpdump", "syslog", "postfix", "nvidia-persistenced"})
+SYSTEM_ACCOUNT_PREFIXES = ("systemd-", "_")  # systemd's own accounts; Debian's newer package accounts (_apt)
 # Version fields: the form each must have, and how the error describes it.
 FORMS = {
     "nvidia_driver_version": (DRIVER_VERSION, "an exact driver version like '580.126.09'"),
@@ -33,10 +43,28 @@ class Repository(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: str = Field(pattern=HTTP_URL)
-    key_url: str = Field(pattern=HTTP_URL)
+    url: str
+    key_url: str
     suite: str | None = None
     component: str = "main"
+
+    @field_validator("url", "key_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        """An http(s) URL, where `{rocm_release}` stands for the host's release."""
+        try:
+            http_url(value.replace(ROCM_RELEASE_FIELD, "0.0.0"))
+        except ValueError:
+            http_url(value)  # refused as well: the message names the URL as written
+        return value
+
+    @field_validator("suite", "component")
+    @classmethod
+    def _apt_word(cls, value: str | None) -> str | None:
+        """One word of an apt source line: a space or newline would add components or lines."""
+        if value is not None and not APT_WORD.fullmatch(value):
+            raise ValueError(f"{value!r} is not an apt suite or component like 'noble' or 'main'")
+        return value
 
 
 def vendor_repositories() -> dict[str, Repository]:
@@ -118,11 +146,22 @@ class GpuHostSpec(BaseModel):
             raise ValueError(f"unknown GPU model {value!r}; known: {', '.join(GPU_MODELS)}")
         return value
 
+    @field_validator("service_user")
+    @classmethod
+    def _own_user(cls, value: str) -> str:
+        """The engines run as this user and own the model cache: never an account other software relies on."""
+        if value == PEER_USER:
+            raise ValueError(f"{value!r} is the peer-copy user (it may only read the cache over rrsync); "
+                             "run the engines as a user of their own, e.g. 'k3ops'")
+        if value in SYSTEM_ACCOUNTS or value.startswith(SYSTEM_ACCOUNT_PREFIXES):
+            raise ValueError(f"{value!r} is a system account; run the engines as a user of their own, e.g. 'k3ops'")
+        return value
+
     @field_validator(*FORMS)
     @classmethod
     def _in_form(cls, value: str, info) -> str:
         pattern, example = FORMS[info.field_name]
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not {example}")
         return value
 
@@ -139,8 +178,13 @@ class GpuHostSpec(BaseModel):
         if self.gpu_vendor != expected_vendor:
             raise ValueError(f"gpu_vendor: {self.gpu_vendor!r} disagrees with hardware_profile {profile.name!r} "
                              f"(expected {expected_vendor!r})")
+        if self.fabric_manager == "on" and self.gpu_vendor != "nvidia":
+            raise ValueError(f"fabric_manager: 'on' needs NVIDIA GPUs on NVSwitches; hardware_profile "
+                             f"{profile.name!r} has {profile.gpu_model or 'no'} GPUs (use 'auto' or 'off')")
         if self.gpu_vendor == "nvidia":
             self._check_nvidia_driver()
+        if self.gpu_vendor == "amd":
+            self._check_rocm_release()
         return self
 
     def _check_nvidia_driver(self) -> None:
@@ -153,6 +197,13 @@ class GpuHostSpec(BaseModel):
                 f"(use branch 580 or newer, e.g. 580.126.09)")
         if self.gpu_architecture == "Blackwell" and self.nvidia_kernel_modules != "open":
             raise ValueError("nvidia_kernel_modules: Blackwell GPUs need the open kernel modules; use 'open'")
+
+    def _check_rocm_release(self) -> None:
+        minimum = ROCM_MINIMUM_BY_ARCHITECTURE.get(self.gpu_architecture)
+        if minimum is not None and _version_tuple(self.rocm_release) < _version_tuple(minimum):
+            raise ValueError(
+                f"rocm_release: {self.rocm_release} does not support the {self.gpu_model} ({self.gpu_architecture}), "
+                f"which needs ROCm {minimum} or newer (e.g. {GpuHostSpec.model_fields['rocm_release'].default})")
 
     @property
     def driver_branch(self) -> int:

@@ -1,0 +1,73 @@
+"""Checks between an inventory's hosts: a host defined twice, two hosts at one SSH address; and the lab's own
+inventory data passes every check."""
+
+import pytest
+from pyinfra.api import Inventory
+
+from k3ops.lab import inventory as lab_inventory
+from k3ops.lab import llama_server, state
+from k3ops.lab.profiles import PROFILES
+from k3ops.spec import address_errors, definition_errors, host_errors, inventory_errors
+
+GPU_01 = ("gpu-01", {"ssh_hostname": "10.0.0.1"})
+GPU_02 = ("gpu-02", {"ssh_hostname": "10.0.0.2"})
+
+
+def test_a_host_named_in_several_groups_is_a_member_of_each():
+    groups = {"hgx": [GPU_01, GPU_02], "canary": ["gpu-01"], "all": ([GPU_01, "gpu-02"], {"ssh_user": "root"}),
+              "rack1": ([GPU_01], {})}
+    assert definition_errors(groups) == []
+
+
+def test_a_host_given_different_data_in_two_groups_is_defined_twice():
+    groups = {"hgx": [GPU_01, GPU_02], "mi355x": [("gpu-01", {"ssh_hostname": "10.0.0.9"})]}
+    assert definition_errors(groups) == [
+        "gpu-01: defined twice, in groups 'hgx' and 'mi355x', with different data (pyinfra would merge them, the "
+        "last winning); give its data once and name it alone in its other groups"]
+
+
+@pytest.mark.parametrize("hosts", [[GPU_01, GPU_02, GPU_01], ["gpu-01", "gpu-01"], [GPU_01, "gpu-01"]])
+def test_a_host_listed_twice_in_one_group_is_refused(hosts):
+    assert definition_errors({"hgx": (hosts, {})}) == ["gpu-01: listed twice in group 'hgx'; list each host once"]
+
+
+def inventory(*hosts) -> Inventory:
+    return Inventory((list(hosts), {}))
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ((GPU_01, ("gpu-02", {"ssh_hostname": "10.0.0.1"})), "gpu-02: ssh_hostname: 10.0.0.1 port 22 is also the SSH "
+                                                         "address of gpu-01; each inventory host must be a machine "
+                                                         "of its own"),
+    ((("gpu-01", {}), ("gpu-02", {"ssh_hostname": "GPU-01"})), "gpu-02: ssh_hostname: GPU-01 port 22 is also"),
+    ((("gpu-01", {"ssh_hostname": "h", "ssh_port": 2222}), ("gpu-02", {"ssh_hostname": "h", "ssh_port": "2222"})),
+     "gpu-02: ssh_hostname: h port 2222 is also the SSH address of gpu-01"),
+])
+def test_two_hosts_at_one_ssh_address_are_refused(hosts, message):
+    errors = address_errors(inventory(*hosts))
+    assert len(errors) == 1 and errors[0].startswith(message), errors
+
+
+def test_one_address_on_two_ports_is_two_machines():
+    assert address_errors(inventory(("gpu-01", {"ssh_hostname": "h", "ssh_port": 2201}),
+                                    ("gpu-02", {"ssh_hostname": "h", "ssh_port": 2202}))) == []
+
+
+@pytest.fixture
+def lab_key(tmp_path, monkeypatch):
+    """The lab's API key as `lab up` makes it (0600), and a built llama-server, without a lab."""
+    key = tmp_path / "engine-api-key"
+    key.touch(mode=0o600)
+    key.write_text("lab-key\n")
+    monkeypatch.setattr(state, "api_key", lambda: key)
+    monkeypatch.setattr(llama_server, "sha256", lambda: "ab" * 32)
+    return key
+
+
+def test_the_labs_host_data_passes_every_check(lab_key):
+    hosts = [(state.host_name(i), lab_inventory.host_data(state.LabHost(state.host_name(i), profile,
+                                                                         state.host_address(i))))
+             for i, profile in enumerate(PROFILES)]
+    for name, data in hosts:
+        assert host_errors(name, data) == [], name
+    assert inventory_errors(inventory(*hosts), {"lab": hosts}) == []
