@@ -15,10 +15,10 @@ def run(args) -> int:
     from pyinfra.api.exceptions import InventoryError
 
     from ..inventory import load
-    from ..spec import inventory_errors
+    from ..spec import defined_groups, inventory_errors
 
     try:
-        errors = inventory_errors(load(args.inventory))
+        errors = inventory_errors(load(args.inventory), defined_groups(args.inventory))
     except InventoryError as error:
         errors = [str(error)]
     if errors:
