@@ -3,15 +3,11 @@
 import re
 
 from k3ops.deploys.base import GPU_STACK_PACKAGES
-
-
-def blacklisted_patterns(host) -> list[str]:
-    dump = host.check_output("apt-config dump Unattended-Upgrade::Package-Blacklist")
-    return re.findall(r'^Unattended-Upgrade::Package-Blacklist:: "(.+)";$', dump, re.MULTILINE)
+from k3ops.facts.apt import AptConfigList
 
 
 def test_unattended_upgrades_cannot_move_the_gpu_stack(host, spec):
-    patterns = blacklisted_patterns(host)
+    patterns = host.get_fact(AptConfigList, setting="Unattended-Upgrade::Package-Blacklist")
     for package in ("nvidia-driver", "libnvidia-ml1", "nvidia-fabricmanager", "cuda-drivers-580", "libnccl2",
                     "datacenter-gpu-manager-4-core", "amdgpu-dkms", "rocm-core"):
         assert any(re.match(pattern, package) for pattern in patterns), f"{package} not blacklisted"

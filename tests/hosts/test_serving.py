@@ -1,11 +1,11 @@
 """The engine serving the model (k3ops.deploys.serving): unit, user, bind address, secrets, watchdog, health."""
 
 import ipaddress
-import re
 
 from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import engine_urls
 from k3ops.facts.engine import EngineState
+from k3ops.facts.network import ListeningAddresses
 from k3ops.onhost import layout
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE, WATCHDOG_TIMER
 
@@ -20,11 +20,9 @@ def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine)
 
 def test_engine_listens_only_where_data_says(host, spec, engine):
     port = engine.port or RECIPES[engine.recipe].port
-    listening = re.findall(rf"^LISTEN\s+\S+\s+\S+\s+(\S+):{port}\s", host.check_output(f"ss -Hltn sport = :{port}"),
-                           re.MULTILINE)
+    listening = host.get_fact(ListeningAddresses, port=port)
     assert listening, f"nothing listens on port {port}"
-    for address in listening:
-        bound = address.strip("[]")
+    for bound in listening:
         assert bound == engine.host or (ipaddress.ip_address(engine.host).is_unspecified and bound in ("*", "0.0.0.0"))
 
 

@@ -10,6 +10,7 @@ from typing_extensions import override
 
 APT_POLICY_VERSION_REGEX = r"^\s+(?P<field>Installed|Candidate): (?P<version>\S+)$"
 APT_NO_VERSION = "(none)"
+APT_CONFIG_LIST_ITEM_REGEX = r'^(?P<name>[\w:-]+):: "(?P<value>.*)";$'
 
 
 class AptHeldPackages(FactBase[list[str]]):
@@ -63,3 +64,27 @@ class AptPolicyVersion(FactBase[dict[str, str | None]]):
             if policy and policy["version"] != APT_NO_VERSION:
                 versions[policy["field"].lower()] = policy["version"]
         return versions
+
+
+class AptConfigList(FactBase[list[str]]):
+    """
+    Returns the items of one of apt's list settings, as every apt.conf.d file together sets it:
+
+    .. code:: python
+
+        ["nvidia-", "libnvidia-", "cuda-"]  # Unattended-Upgrade::Package-Blacklist
+    """
+
+    @override
+    def command(self, setting: str):
+        return make_formatted_string_command("apt-config dump {0}", QuoteString(setting))
+
+    @override
+    def requires_command(self, setting: str) -> str:
+        return "apt-config"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return [item["value"] for line in output if (item := re.match(APT_CONFIG_LIST_ITEM_REGEX, line.strip()))]
