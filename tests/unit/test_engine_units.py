@@ -1,12 +1,12 @@
 """The engine units as rendered from templates/systemd: pinned image, GPUs, the cache, loopback, no secrets."""
 
 import configparser
+import re
 import shlex
 
 import pytest
 
 from k3ops.engines.recipes import RECIPES
-from k3ops.engines.units import DOCKER_VERSIONS, docker_needs
 from k3ops.onhost.layout import API_KEY_VARIABLES, ENGINE_SECRETS_FILE, SECRETS_DIR
 
 from ..engine_units import DIGEST, HEAD_ADDRESS, MODEL_DIR, engine_variables as variables, rendered_units
@@ -38,6 +38,19 @@ def test_vllm_runs_the_pinned_image_from_the_cache_offline():
     service = unit["Service"]
     assert service["Restart"] == "always" and service["User"] == "k3ops"
     assert unit["Unit"]["RequiresMountsFor"] == "/srv/k3ops/models"
+
+
+# The oldest Docker Engine each docker_source installs: Debian 12's docker.io 20.10; Docker's own
+# repository ships 25 and newer for bookworm. CDI devices (vendor/class=name) need Docker 25.
+DOCKER_VERSIONS = {"distribution": (20, 10), "vendor": (25, 0)}
+CDI_DOCKER_VERSION = (25, 0)
+CDI_DEVICE_REGEX = r"^[a-z0-9.-]+/[a-z0-9.-]+=\S+$"
+
+
+def docker_needs(docker_argv: list[str]) -> tuple[int, int]:
+    """The oldest Docker Engine that runs these `docker run` arguments."""
+    devices = [docker_argv[i + 1] for i, word in enumerate(docker_argv[:-1]) if word == "--device"]
+    return CDI_DOCKER_VERSION if any(re.match(CDI_DEVICE_REGEX, device) for device in devices) else (0, 0)
 
 
 CONTAINERS = [(recipe, vendor, source) for recipe, vendor in (("vllm-b300x8", "nvidia"), ("sglang-b300x8", "nvidia"),

@@ -15,21 +15,16 @@ import re
 from ..onhost import layout
 from .recipes import RECIPES, Recipe, command_line
 
-# The GPUs in a container, by vendor and by what the host's Docker can do. CDI devices need Docker 25;
-# Debian 12's docker.io is 20.10, where the nvidia runtime (registered by the GPU host deploy) hands
-# the container every GPU.
+# The GPUs in a container, by vendor and by what the host's Docker can do. CDI devices need Docker 25
+# (Docker's own packages, docker_source "vendor"); Debian 12's docker.io is 20.10, where the nvidia
+# runtime the GPU host deploy registers hands the container every GPU.
+AMD_GPU_ACCESS = ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render")
 GPU_ACCESS = {
     ("nvidia", "vendor"): ("--device", "nvidia.com/gpu=all"),
     ("nvidia", "distribution"): ("--runtime", "nvidia", "--env", "NVIDIA_VISIBLE_DEVICES=all"),
-    ("amd", "vendor"): ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render"),
-    ("amd", "distribution"): ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add",
-                              "render"),
+    ("amd", "vendor"): AMD_GPU_ACCESS,
+    ("amd", "distribution"): AMD_GPU_ACCESS,
 }
-# The oldest Docker Engine each docker_source installs (Debian 12's docker.io; Docker's own repository
-# ships 25 and newer for bookworm), and the Docker a device argument of CDI's vendor/class=name form needs.
-DOCKER_VERSIONS = {"distribution": (20, 10), "vendor": (25, 0)}
-CDI_DOCKER_VERSION = (25, 0)
-CDI_DEVICE_REGEX = r"^[a-z0-9.-]+/[a-z0-9.-]+=\S+$"
 # systemd splits a command line itself: words with these need quoting; % and $ must be doubled.
 SYSTEMD_PLAIN_WORD_REGEX = r"^[A-Za-z0-9_@%+=:,./-]+$"
 
@@ -90,12 +85,6 @@ def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_so
             image, *argv]
 
 
-def docker_needs(docker_argv: list[str]) -> tuple[int, int]:
-    """The oldest Docker Engine that runs these `docker run` arguments (CDI devices need 25)."""
-    devices = [docker_argv[i + 1] for i, word in enumerate(docker_argv[:-1]) if word == "--device"]
-    return CDI_DOCKER_VERSION if any(re.match(CDI_DEVICE_REGEX, device) for device in devices) else (0, 0)
-
-
 def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, cache_path: str, service_user: str,
                    gpu_vendor: str | None, docker_source: str, node_rank: int = 0, head_address: str = "") -> dict:
     """Everything the engine and watchdog templates need, from the host's validated specs."""
@@ -114,8 +103,7 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
         "node_rank": node_rank, "container": image is not None, "service_user": service_user,
         "cache_path": cache_path, "current_link": systemd_word(f"{model_dir}/{layout.CURRENT_LINK}"),
         "environment": [] if image else [environment_assignment(key, value) for key, value in sorted(environment.items())],
-        "command": command, "exec_start": systemd_command(command),
+        "exec_start": systemd_command(command),
         "start_timeout": engine.start_timeout_seconds, "interval": engine.health_interval_seconds,
         "failures": engine.health_failures, "health_url": urls["health_url"], "models_url": urls["models_url"],
-        "argv": argv,
     }

@@ -98,7 +98,7 @@ def wait(args) -> int:
         time.sleep(min(5.0, max(args.wait - waited, 0.1)))
 
 
-def state(url: str, models_url: str | None, served_name: str | None, unit: str) -> dict:
+def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str) -> dict:
     """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness."""
     try:
         revision = Path(ENGINE_REVISION_FILE).read_text().strip() or None
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.loads(get(args.chat, body, timeout=120))["choices"][0]["message"]["content"])
         return 0
     if args.check:
-        print(json.dumps(state(args.url, args.models_url, args.served_name, args.unit)))
+        print(json.dumps(engine_state(args.url, args.models_url, args.served_name, args.unit)))
         return 0
     if args.wait is not None:
         return wait(args)
