@@ -23,6 +23,10 @@ class BoardProfile:
     gpu_model: str | None
     gpu_count: int
     nvswitch: bool  # an HGX baseboard whose NVSwitches need fabric manager
+    # NVLink 5 switch trays (Blackwell HGX): fabric manager drives them through NVIDIA's NVLink subnet manager
+    nvlink_subnet_manager: bool = False
+    # GPUs in a multi-node NVLink domain (GB200/GB300 NVL72 trays): memory across trays needs nvidia-imex
+    nvlink_domain: bool = False
 
 
 GPU_MODELS: dict[str, GpuModel] = {
@@ -50,10 +54,10 @@ BOARD_PROFILES: dict[str, BoardProfile] = {
     for profile in (
         BoardProfile("h100x8", "NVIDIA H100 80GB HBM3", 8, nvswitch=True),
         BoardProfile("h200x8", "NVIDIA H200", 8, nvswitch=True),
-        BoardProfile("b200x8", "NVIDIA B200", 8, nvswitch=True),
-        BoardProfile("b300x8", "NVIDIA B300 SXM6 AC", 8, nvswitch=True),
-        BoardProfile("gb200x4", "NVIDIA GB200", 4, nvswitch=False),
-        BoardProfile("gb300x4", "NVIDIA GB300", 4, nvswitch=False),
+        BoardProfile("b200x8", "NVIDIA B200", 8, nvswitch=True, nvlink_subnet_manager=True),
+        BoardProfile("b300x8", "NVIDIA B300 SXM6 AC", 8, nvswitch=True, nvlink_subnet_manager=True),
+        BoardProfile("gb200x4", "NVIDIA GB200", 4, nvswitch=False, nvlink_domain=True),
+        BoardProfile("gb300x4", "NVIDIA GB300", 4, nvswitch=False, nvlink_domain=True),
         BoardProfile("mi300x8", "AMD Instinct MI300X", 8, nvswitch=False),
         BoardProfile("mi355x8", "AMD Instinct MI355X", 8, nvswitch=False),
         BoardProfile("cpu", None, 0, nvswitch=False),

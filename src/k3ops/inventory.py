@@ -9,6 +9,8 @@ from functools import partial
 from pathlib import Path
 
 from .facts.reader import read_fact
+from .spec.connection import ConnectionSpec
+from .ssh_liveness import keep_alive
 
 DEFAULT_SSH_PORT = 22
 CONNECT_TIMEOUT_SECONDS = 10
@@ -51,7 +53,8 @@ class SshTarget:
 
     def connect(self):
         """A paramiko session as pyinfra would open it: the host's key must be known (~/.ssh/known_hosts,
-        or the inventory's ssh_known_hosts_file) unless the inventory turns the check off, as the lab does."""
+        or the inventory's ssh_known_hosts_file) unless the inventory turns the check off, as the lab does;
+        a host that stops answering fails it within the data's ssh_lost_after_seconds."""
         import paramiko
 
         client = paramiko.SSHClient()
@@ -64,6 +67,7 @@ class SshTarget:
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         client.connect(self.address, port=self.port, username=self.user, key_filename=self.key,
                        timeout=CONNECT_TIMEOUT_SECONDS)
+        keep_alive(client.get_transport(), ConnectionSpec.model_validate(self.data))
         return client
 
 

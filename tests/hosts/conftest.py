@@ -1,8 +1,9 @@
 """Host checks run against any inventory: `k3ops check INVENTORY` (or `pytest tests/hosts --inventory INVENTORY`).
 
 Each test runs once per inventory host it applies to (`pytest.mark.applies_to("nvidia", "amd")` picks
-hosts by GPU vendor), over SSH with the inventory's own connection data, and reads what to expect from the
-host's validated spec, never from constants.
+hosts by GPU vendor; `pytest.mark.engine_role("head")` or `("worker")` picks the ranks of multi-node engines,
+a host serving alone being a head), over SSH with the inventory's own connection data, and reads what to
+expect from the host's validated spec, never from constants.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from k3ops.inventory import testinfra_hosts
-from k3ops.spec.engine import EngineHostSpec
+from k3ops.spec.engine import EngineHostSpec, node_rank
 from k3ops.spec.host import GpuHostSpec
 from k3ops.spec.model import ModelHostSpec
 
@@ -21,6 +22,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "applies_to(*vendors): run only on hosts whose gpu_vendor is one of them")
+    config.addinivalue_line("markers", "engine_role(role): run only on engine heads (rank 0) or only on workers")
 
 
 def _hosts(config):
@@ -29,8 +31,11 @@ def _hosts(config):
         inventory = config.getoption("--inventory")
         if not inventory:
             raise pytest.UsageError("tests/hosts needs --inventory INVENTORY (e.g. inventory/lab/hosts.py)")
-        cache = config._k3ops_hosts = [(host, GpuHostSpec.model_validate(host.inventory_data))
-                                       for host in testinfra_hosts(inventory)]
+        hosts = testinfra_hosts(inventory)
+        everyone = [(host.inventory_name, host.inventory_data) for host in hosts]
+        for host in hosts:
+            host.node_rank = node_rank(host.inventory_name, everyone)
+        cache = config._k3ops_hosts = [(host, GpuHostSpec.model_validate(host.inventory_data)) for host in hosts]
     return cache
 
 
@@ -38,9 +43,11 @@ def pytest_generate_tests(metafunc):
     """Parametrize by host; a test that takes `model` (or `engine`) runs on the hosts whose data names one."""
     if "host" not in metafunc.fixturenames:
         return
-    marker = metafunc.definition.get_closest_marker("applies_to")
+    vendors = metafunc.definition.get_closest_marker("applies_to")
+    role = metafunc.definition.get_closest_marker("engine_role")
     selected = [(host, spec) for host, spec in _hosts(metafunc.config)
-                if marker is None or spec.gpu_vendor in marker.args]
+                if (vendors is None or spec.gpu_vendor in vendors.args)
+                and (role is None or role.args[0] == ("head" if host.node_rank == 0 else "worker"))]
     for name, read in (("engine", lambda data: EngineHostSpec.model_validate(data).engine),
                        ("model", lambda data: ModelHostSpec.model_validate(data))):
         if name in metafunc.fixturenames:

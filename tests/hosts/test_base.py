@@ -4,6 +4,7 @@ import re
 
 from k3ops.deploys.base import GPU_STACK_PACKAGES
 from k3ops.facts.apt import AptConfigList
+from k3ops.facts.kernel import InstalledKernels
 
 
 def test_unattended_upgrades_cannot_move_the_gpu_stack(host, spec):
@@ -20,9 +21,11 @@ def test_time_sync_runs_and_starts_at_boot(host, spec):
     assert host.service("systemd-timesyncd").is_running
 
 
-def test_kernel_headers_match_the_running_kernel(host, spec):
-    kernel = host.check_output("uname -r")
-    assert host.package(f"linux-headers-{kernel}").is_installed
+def test_every_installed_kernel_has_its_headers_for_dkms(host, spec):
+    """The running kernel, every other installed one, and each flavour's metapackage (the next kernel's)."""
+    kernels = host.get_fact(InstalledKernels)
+    for name in {host.check_output("uname -r"), *kernels["releases"], *kernels["flavours"]}:
+        assert host.package(f"linux-headers-{name}").is_installed, f"linux-headers-{name}"
 
 
 def test_numa_balancing_is_off_now_and_after_reboot(host, spec):

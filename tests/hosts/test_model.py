@@ -1,6 +1,8 @@
 """The model cache volume and the pinned checkpoint (k3ops.deploys.model_cache, k3ops.deploys.checkpoint)."""
 
+import hashlib
 import json
+import os
 import re
 
 from k3ops.deploys.model_cache import VOLUME_LABEL
@@ -54,10 +56,16 @@ def test_rollback_depth_bounds_the_revisions_kept(host, spec, model):
     assert len(checkpoint_state(host, model)["installed"]) <= 1 + model.model.rollback_depth
 
 
-def test_hub_token_is_readable_only_by_root(host, spec, model):
-    token = host.file(TOKEN_FILE)
-    if token.exists:
+def test_hub_token_is_the_one_given_and_readable_only_by_root(host, spec, model):
+    """HF_TOKEN given to the check (as to the deploy): the file holds it, root's alone (compared by digest, so
+    a failure shows no token); not given: no token file at all, as a deploy without HF_TOKEN leaves it."""
+    token, given = host.file(TOKEN_FILE), os.environ.get("HF_TOKEN")
+    if not given:
+        assert not token.exists, f"{TOKEN_FILE} exists, but this check was given no HF_TOKEN (give it the deploy's)"
+    else:
         assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
+        assert token.sha256sum == hashlib.sha256(f"HF_TOKEN={given}\n".encode()).hexdigest(), \
+            f"{TOKEN_FILE} holds another token than the HF_TOKEN given"
     fetch_unit = host.check_output(f"systemctl cat {layout.instance(layout.FETCH_UNIT_TEMPLATE, model.model.name)}")
     assert f"EnvironmentFile=-{TOKEN_FILE}" in fetch_unit and "HF_TOKEN=" not in fetch_unit
 

@@ -1,12 +1,18 @@
-"""NVIDIA hosts run exactly the driver their spec names, held in place, with every GPU usable."""
+"""NVIDIA hosts run exactly the driver their spec names, held in place, with every GPU usable, their
+NVLink fabric up, GPUDirect RDMA for their NICs, and DCGM and the container toolkit pinned and held."""
 
 import pytest
 
-from k3ops.deploys.nvidia import driver_packages, fabric_manager_package, package_version
+from k3ops.deploys.gpudirect import PEERMEM_MODULE, gpudirect_mode, kernel_supports_dmabuf
+from k3ops.deploys.nvidia import container_toolkit_packages, dcgm_packages, driver_packages, package_version
+from k3ops.deploys.nvlink import (IMEX_NODES_FILE, IMEX_SERVICE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package,
+                                  fabric_manager_wanted, imex_package)
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.docker import DockerRuntimes
+from k3ops.facts.kernel import KernelModuleLoaded
+from k3ops.facts.network import RdmaNics
 from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
-                                NvidiaUserspaceVersion)
+                                NvidiaUserspaceVersion, NvSwitches)
 
 pytestmark = pytest.mark.applies_to("nvidia")
 
@@ -44,13 +50,52 @@ def test_persistence_daemon_keeps_the_gpus_initialised(host, spec):
     assert host.service("nvidia-persistenced").is_enabled
 
 
-def test_fabric_manager_runs_at_the_driver_version_only_on_nvswitch_boards(host, spec):
+def test_fabric_manager_runs_at_the_driver_version_where_wanted(host, spec):
+    """Wanted as the deploy decides (data's on or off, or auto: NVSwitches on the board); not running elsewhere."""
     fabric_manager = host.get_fact(FabricManager)
-    if spec.nvswitch_expected:
+    if fabric_manager_wanted(spec, bool(host.get_fact(NvSwitches))):
         assert fabric_manager == {"installed_version": spec.nvidia_driver_version, "active": True}
         assert fabric_manager_package(spec) in host.get_fact(AptHeldPackages)
     else:
-        assert fabric_manager["installed_version"] is None
+        assert not fabric_manager["active"]
+        assert not host.service("nvidia-fabricmanager").is_enabled
+
+
+def test_nvlink_5_switch_trays_have_the_subnet_manager_at_the_driver_version(host, spec):
+    installed = host.get_fact(AptPolicyVersion, package=NVLINK_SUBNET_MANAGER_PACKAGE)["installed"]
+    if spec.board.nvlink_subnet_manager and fabric_manager_wanted(spec, bool(host.get_fact(NvSwitches))):
+        assert installed == package_version(spec)
+        assert NVLINK_SUBNET_MANAGER_PACKAGE in host.get_fact(AptHeldPackages)
+    else:
+        assert installed is None
+
+
+def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
+    """GB200/GB300 trays: IMEX at the driver's version, running, its nodes file naming this tray; none elsewhere."""
+    installed = host.get_fact(AptPolicyVersion, package=imex_package(spec))["installed"]
+    if not spec.board.nvlink_domain:
+        assert installed is None
+        return
+    assert installed == package_version(spec)
+    assert host.service(IMEX_SERVICE).is_running and host.service(IMEX_SERVICE).is_enabled
+    nodes = host.file(IMEX_NODES_FILE).content_string.split()
+    address = host.inventory_data.get("peer_address") or host.inventory_data.get("ssh_hostname") or host.inventory_name
+    assert address in nodes
+
+
+def test_gpudirect_rdma_reaches_the_nics(host, spec):
+    """nvidia-peermem loaded now and named for every boot, or DMA-BUF's conditions met, on hosts with RDMA NICs."""
+    mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
+    if mode == "peermem":
+        assert host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE)
+        assert PEERMEM_MODULE in host.check_output("cat /etc/modules-load.d/*.conf").split()
+    elif mode == "dmabuf":
+        assert kernel_supports_dmabuf(host.check_output("uname -r"))
+        assert host.get_fact(NvidiaKernelModule)["flavour"] == "open"
+
+
+def test_container_toolkit_is_held(host, spec):
+    assert set(container_toolkit_packages()) <= set(host.get_fact(AptHeldPackages))
 
 
 def test_docker_has_the_nvidia_runtime(host, spec):
@@ -65,6 +110,10 @@ def test_cdi_spec_lists_every_gpu(host, spec):
     assert "nvidia.com/gpu=all" in devices
 
 
-def test_dcgm_host_engine_runs(host, spec):
-    if spec.dcgm:
-        assert host.service("nvidia-dcgm").is_running
+def test_dcgm_runs_at_the_pinned_version_held(host, spec):
+    if not spec.dcgm:
+        return
+    assert host.service("nvidia-dcgm").is_running
+    for package in dcgm_packages(spec):
+        assert host.get_fact(AptPolicyVersion, package=package)["installed"] == spec.dcgm_version, package
+    assert set(dcgm_packages(spec)) <= set(host.get_fact(AptHeldPackages))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from k3ops.deploys.rocm import AMD_KERNEL_ARGUMENTS
 from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
 from k3ops.facts.apt import AptHeldPackages
 from k3ops.facts.boot import KernelCommandLine
@@ -23,8 +24,9 @@ def test_rocm_smi_lists_the_gpus_the_inventory_names(host, spec):
     assert [gpu["product"] for gpu in host.get_fact(RocmGpus)] == [spec.gpu_model] * spec.gpu_count
 
 
-def test_iommu_is_in_pass_through_mode(host, spec):
-    assert "iommu=pt" in host.get_fact(KernelCommandLine)
+def test_booted_with_the_kernel_arguments_amd_asks_for(host, spec):
+    """The running kernel's command line, not only GRUB's file: the host has rebooted onto them."""
+    assert set(AMD_KERNEL_ARGUMENTS) <= set(host.get_fact(KernelCommandLine))
 
 
 def test_service_user_can_reach_the_gpus(host, spec):

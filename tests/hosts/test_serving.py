@@ -1,6 +1,11 @@
-"""The engine serving the model (k3ops.deploys.serving): unit, user, bind address, secrets, watchdog, health."""
+"""The engine serving the model (k3ops.deploys.serving): unit, user, bind address, secrets, watchdog, health.
+
+A multi-node engine's workers serve no HTTP: the head's port, watchdog and health stand for the whole engine.
+"""
 
 import ipaddress
+
+import pytest
 
 from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import engine_urls
@@ -15,9 +20,22 @@ def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine)
     assert service.is_enabled and service.is_running
     shown = host.check_output(f"systemctl show {ENGINE_UNIT} --property User --property Restart")
     assert f"User={spec.service_user}" in shown and "Restart=always" in shown
-    assert host.service(WATCHDOG_TIMER).is_running
 
 
+@pytest.mark.engine_role("head")
+def test_the_watchdog_checks_the_engine(host, spec, engine):
+    assert host.service(WATCHDOG_TIMER).is_enabled and host.service(WATCHDOG_TIMER).is_running
+
+
+@pytest.mark.engine_role("worker")
+def test_a_worker_has_no_watchdog_and_no_http_port(host, spec, engine):
+    """The units of a worker rank are the engine's alone, and it answers no HTTP a client could reach."""
+    for unit in (WATCHDOG_TIMER, WATCHDOG_SERVICE):
+        assert not host.file(f"/etc/systemd/system/{unit}").exists, unit
+    assert host.get_fact(ListeningAddresses, port=engine.port or RECIPES[engine.recipe].port) == []
+
+
+@pytest.mark.engine_role("head")
 def test_engine_listens_only_where_data_says(host, spec, engine):
     port = engine.port or RECIPES[engine.recipe].port
     listening = host.get_fact(ListeningAddresses, port=port)
@@ -26,6 +44,7 @@ def test_engine_listens_only_where_data_says(host, spec, engine):
         assert bound == engine.host or (ipaddress.ip_address(engine.host).is_unspecified and bound in ("*", "0.0.0.0"))
 
 
+@pytest.mark.engine_role("head")
 def test_engine_serves_the_pinned_model(host, spec, engine):
     model = host.inventory_data["model"]
     urls = engine_urls(engine)

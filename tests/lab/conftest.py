@@ -46,12 +46,13 @@ def lab_inventory(path: Path, **changes) -> str:
     return str(path)
 
 
-def host_checks(inventory: str = "inventory/lab/hosts.py", *pytest_args: str,
-                checks: str = "tests/hosts") -> subprocess.CompletedProcess:
-    """The host checks (`checks`: tests/hosts or one of its files) against a lab inventory, as `k3ops check` runs them."""
+def host_checks(inventory: str = "inventory/lab/hosts.py", *pytest_args: str, checks: str = "tests/hosts",
+                env: dict | None = None) -> subprocess.CompletedProcess:
+    """The host checks (`checks`: tests/hosts or one of its files) against a lab inventory, as `k3ops check` runs
+    them (`env`: added to this process's environment, as the deploy's HF_TOKEN)."""
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", checks,
                            "--inventory", inventory, *pytest_args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=COMMAND_TIMEOUT)
+                          timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
 
 
 def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:

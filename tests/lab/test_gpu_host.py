@@ -13,9 +13,9 @@ from k3ops.engines.units import environment_assignment, systemd_command
 from k3ops.onhost import layout
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
-from .conftest import host_checks, on_host, pyinfra, reboot
+from .conftest import host_checks, lab_inventory, on_host, pyinfra, reboot
 
-LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu")
+LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu", "gb300x4")
 # This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
 # tests/lab/test_model.py and tests/lab/test_serving.py.
 GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
@@ -209,3 +209,33 @@ def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(la
     assert on_host("gpu-01", "cat /sys/module/nvidia/version").stdout.strip() == "580.105.08"
     checks = host_checks(str(inventory), *GPU_HOST_CHECKS)
     assert checks.returncode == 0, checks.stdout[-4000:]
+
+
+def test_fabric_manager_off_stops_it_and_the_checks_agree(lab, tmp_path):
+    """fabric_manager 'off' on an NVSwitch host stops and disables it, and the host checks expect exactly
+    that; back to 'auto', it runs again and the checks expect it running."""
+    off = lab_inventory(tmp_path / "fabric-manager-off.py", fabric_manager="off")
+    result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-01", inventory=off)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for query, state in (("is-active", "active"), ("is-enabled", "enabled")):
+        assert on_host("gpu-01", f"systemctl {query} nvidia-fabricmanager", check=False).stdout.strip() != state
+    checks = host_checks(off, *GPU_HOST_CHECKS, "-k", "gpu-01 and fabric_manager")
+    assert checks.returncode == 0 and " passed" in checks.stdout, checks.stdout[-4000:]
+    expecting_it = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS, "-k", "gpu-01 and fabric_manager")
+    assert expecting_it.returncode != 0
+    result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-01")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    checks = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS, "-k", "gpu-01")
+    assert checks.returncode == 0, checks.stdout[-4000:]
+
+
+def test_peermem_is_loaded_again_after_a_reboot(lab):
+    """Named in modules-load.d, so a reboot (the kernel forgets every module) brings it back."""
+    reboot("gpu-02")
+    assert on_host("gpu-02", "cat /sys/module/nvidia_peermem/initstate").stdout.strip() == "live"
+
+
+def test_an_nvlink_domain_tray_runs_imex_with_its_nodes(lab):
+    assert on_host("gpu-05", "systemctl is-active nvidia-imex").stdout.strip() == "active"
+    assert on_host("gpu-05", "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split() == [
+        on_host("gpu-05", "hostname -I").stdout.split()[0]]

@@ -102,7 +102,7 @@ def test_every_host_serves_the_pinned_revision_it_got_once_from_the_hub(lab):
 
 
 def test_host_checks_pass(lab):
-    checks = host_checks(checks="tests/hosts/test_model.py")
+    checks = host_checks(checks="tests/hosts/test_model.py", env={"HF_TOKEN": TEST_TOKEN})
     assert checks.returncode == 0, checks.stdout[-4000:]
     assert " passed" in checks.stdout and " failed" not in checks.stdout
 

@@ -16,10 +16,11 @@ LAB_PROFILES = ("cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02")
 # What the pinned revision (the lab inventory's, the first) answers, whatever it is asked.
 PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
+TEST_TOKEN = "hf_labTokenNeverLogged0123456789"
 
 
 def deploy() -> dict:
-    result = pyinfra("--json", "deploys/k3.py", env={"HF_TOKEN": "hf_labTokenNeverLogged0123456789"})
+    result = pyinfra("--json", "deploys/k3.py", env={"HF_TOKEN": TEST_TOKEN})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -80,7 +81,7 @@ def test_the_api_refuses_requests_without_the_key(lab):
 
 
 def test_host_checks_pass(lab):
-    checks = host_checks()
+    checks = host_checks(env={"HF_TOKEN": TEST_TOKEN})
     assert checks.returncode == 0, checks.stdout[-4000:]
     assert " failed" not in checks.stdout
 
@@ -105,7 +106,7 @@ def test_status_and_checks_refuse_hosts_whose_key_is_unknown(lab, tmp_path):
     assert status.returncode == 1
     for host in HOSTS:
         assert f"{host}: cannot connect: Server" in status.stderr and "not found in known_hosts" in status.stderr
-    checks = host_checks(strict, "-k", "test_engine_serves_the_pinned_model")
+    checks = host_checks(strict, "-k", "test_engine_serves_the_pinned_model", env={"HF_TOKEN": TEST_TOKEN})
     assert checks.returncode != 0 and "not found in known_hosts" in checks.stdout
 
 

@@ -66,7 +66,7 @@ def test_check_collects_the_host_checks_for_every_host(installed):
     assert result.returncode == 0, result.stdout + result.stderr
     collected = result.stdout
     assert "test_nvidia.py::test_driver_packages_are_held[b300-01]" in collected
-    assert "test_rocm.py::test_iommu_is_in_pass_through_mode[mi355x-01]" in collected
+    assert "test_rocm.py::test_booted_with_the_kernel_arguments_amd_asks_for[mi355x-01]" in collected
     assert "test_serving.py::test_engine_serves_the_pinned_model[cpu-01]" in collected
     assert "[b300-02]" in collected and str(REPO_ROOT) not in collected
 

@@ -44,6 +44,12 @@ def test_repositories_named_in_data_replace_only_those():
     ({"hardware_profile": "b300x8", "gpu_model": "NVIDIA B300 SXM6 AC", "nvidia_kernel_modules": "proprietary"},
      "Blackwell GPUs need the open kernel modules"),
     ({"reboot_policy": "sometimes"}, "reboot_policy: Input should be 'allowed' or 'never'"),
+    ({"nvidia_kernel_modules": "proprietary", "gpudirect_rdma": "dmabuf"},
+     "gpudirect_rdma: 'dmabuf' needs the open kernel modules"),
+    ({"nvlink_domain": "rack-07"}, "nvlink_domain: hardware_profile 'h200x8' has no multi-node NVLink"),
+    ({"dcgm_version": "4.4"}, "dcgm_version: '4.4' is not a package version like '1:4.4.1-1'"),
+    ({"ssh_keepalive_seconds": 90}, "ssh_keepalive_seconds: 90 must be shorter than ssh_lost_after_seconds (60)"),
+    ({"ssh_lost_after_seconds": 5}, "ssh_lost_after_seconds: Input should be greater than or equal to 10"),
 ])
 def test_bad_nvidia_data_is_refused_naming_host_and_field(change, message):
     errors = host_errors("gpu-07", {**H200, **change})

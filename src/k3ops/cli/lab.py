@@ -1,4 +1,4 @@
-"""`k3ops lab up|status|ssh|down`: the simulated GPU fleet on this machine."""
+"""`k3ops lab up|status|ssh|link|down`: the simulated GPU fleet on this machine."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ def register(verbs) -> None:
     ssh.add_argument("command", nargs=argparse.REMAINDER)
     ssh.set_defaults(handler=lab_ssh)
 
+    link = commands.add_parser("link", help="cut a lab host's network link, or restore it (fault drills)")
+    link.add_argument("host")
+    link.add_argument("state", choices=("up", "down"))
+    link.set_defaults(handler=lab_link)
+
     down = commands.add_parser("down", help="stop the lab and remove all it made (idempotent)")
     down.set_defaults(handler=lab_down)
 
@@ -61,22 +66,42 @@ def lab_status(args) -> int:
     return 0
 
 
-def lab_ssh(args) -> int:
-    from ..lab import lab, state
+def lab_host(verb: str, name: str):
+    """The running lab's host of that name, or None after saying why on stderr."""
+    from ..lab import state
 
     current = state.load()
     if current is None:
-        print("k3ops lab ssh: no lab is up (run `k3ops lab up`)", file=sys.stderr)
-        return 2
+        print(f"k3ops lab {verb}: no lab is up (run `k3ops lab up`)", file=sys.stderr)
+        return None
     try:
-        host = current.host(args.host)
+        return current.host(name)
     except KeyError as error:
-        print(f"k3ops lab ssh: {error.args[0]}", file=sys.stderr)
+        print(f"k3ops lab {verb}: {error.args[0]}", file=sys.stderr)
+        return None
+
+
+def lab_ssh(args) -> int:
+    from ..lab import lab
+
+    host = lab_host("ssh", args.host)
+    if host is None:
         return 2
     command = lab.ssh_command(host, args.command)
     if sys.stdin.isatty() and not args.command:
         command.insert(1, "-t")
     os.execvp(command[0], command)
+
+
+def lab_link(args) -> int:
+    from ..lab import network
+
+    host = lab_host("link", args.host)
+    if host is None:
+        return 2
+    network.set_link(host, args.state == "up")
+    print(f"{host.name}: link {args.state}")
+    return 0
 
 
 def lab_down(args) -> int:

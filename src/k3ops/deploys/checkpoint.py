@@ -121,11 +121,14 @@ def ensure_peer_key(path: Path) -> None:
 def token() -> None:
     """HF_TOKEN from the deploying shell, into a root-only file that systemd reads for the fetch unit.
 
-    Without HF_TOKEN in the environment an existing file is left as it is (public models need none).
+    Without HF_TOKEN the host keeps no token: a public model needs none, and a secret no deploy vouches
+    for is one nobody rotates. A gated model's deploys therefore always run with HF_TOKEN.
     """
     value = environ.get("HF_TOKEN")
     if value:
         secret_file(layout.TOKEN_FILE, f"HF_TOKEN={value}\n", "Hub token")
+    else:
+        files.file(name="No Hub token (HF_TOKEN not given)", path=layout.TOKEN_FILE, present=False)
 
 
 def fetch_config(model_host: ModelHostSpec) -> str:

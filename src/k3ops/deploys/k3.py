@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
 
+from ..ssh_liveness import watch_connection
 from .gpu_host import gpu_host
 from .model import model
 from .serving import serving
@@ -11,6 +13,7 @@ from .serving import serving
 
 @deploy("Kimi K3")
 def k3() -> None:
+    watch_connection(host)
     gpu_host()
     model()
     serving()

@@ -1,4 +1,5 @@
-"""NVIDIA GPU host: an exact, pinned and held driver; fabric manager, DCGM and the container toolkit.
+"""NVIDIA GPU host: an exact, pinned and held driver; its NVLink fabric, GPUDirect RDMA, DCGM and the
+container toolkit, each pinned and held too.
 
 Read top to bottom it is the story of the host: trust the CUDA repository, pin and install one exact
 driver release, keep nouveau out, reboot only when the loaded module is not the installed one (and
@@ -9,16 +10,17 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
-from ..facts.nvidia import NvidiaKernelModule, NvSwitches
+from ..facts.nvidia import NvidiaKernelModule
 from ..operations import packages
 from ..operations import nvidia as nvidia_operations
 from ..spec import host_spec
 from ..spec.host import GpuHostSpec
 from . import TEMPLATES
+from .gpudirect import gpudirect_rdma
+from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager
 from .reboot import reboot_if_needed
 from .secure_boot import refuse_unsigned_modules
 from .repositories import signed_repository
@@ -44,26 +46,14 @@ def driver_packages(spec: GpuHostSpec) -> list[str]:
     return names
 
 
-def fabric_manager_package(spec: GpuHostSpec) -> str:
-    """R580 renamed nvidia-fabricmanager-<branch> to plain nvidia-fabricmanager."""
-    return "nvidia-fabricmanager" if spec.driver_branch >= 580 else f"nvidia-fabricmanager-{spec.driver_branch}"
-
-
 def container_toolkit_packages() -> list[str]:
     return ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
             "libnvidia-container1"]
 
 
-def needs_fabric_manager(spec: GpuHostSpec) -> bool:
-    """NVSwitch boards need fabric manager: Hopper's NVSwitches show on PCI; NVLink 5 switch trays
-    (Blackwell HGX) do not, so the board profile speaks for them."""
-    if spec.fabric_manager != "auto":
-        return spec.fabric_manager == "on"
-    switches_on_pci = bool(host.get_fact(NvSwitches))
-    if spec.nvswitch_expected and not switches_on_pci and spec.gpu_architecture == "Hopper":
-        raise DeployError(f"{host.name}: hardware_profile {spec.hardware_profile!r} has NVSwitches but lspci shows "
-                          "none; check the baseboard (or set fabric_manager) before deploying")
-    return switches_on_pci or spec.nvswitch_expected
+def dcgm_packages(spec: GpuHostSpec) -> list[str]:
+    """DCGM for the engine's CUDA major version, and its core at the same version."""
+    return [f"datacenter-gpu-manager-4-cuda{spec.required_cuda.split('.')[0]}", "datacenter-gpu-manager-4-core"]
 
 
 @deploy("NVIDIA GPU host")
@@ -72,8 +62,8 @@ def nvidia() -> None:
     refuse_unsigned_modules(spec)
     version = package_version(spec)
     driver_names = driver_packages(spec)
-    fabric_manager = needs_fabric_manager(spec)
-    pinned = driver_names + ([fabric_manager_package(spec)] if fabric_manager else [])
+    fabric_manager = wants_fabric_manager(spec)
+    pinned = driver_names + fabric_packages(spec, fabric_manager)
 
     repository = signed_repository("cuda", spec.repository("cuda"))
     pin = files.template(
@@ -87,7 +77,7 @@ def nvidia() -> None:
         packages=[f"{name}={version}" for name in driver_names],
         allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True,
     )
-    packages.held(name="Hold the driver packages", packages=pinned)
+    packages.held(name="Hold the driver packages", packages=driver_names)
 
     nouveau = files.put(
         name="Blacklist nouveau",
@@ -108,26 +98,21 @@ def nvidia() -> None:
 
     systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced", running=True, enabled=True,
                     _if=driver_loaded)
-    if fabric_manager:
-        moved = apt.packages(name="Install fabric manager at the driver's exact version",
-                             packages=[f"{fabric_manager_package(spec)}={version}"],
-                             allow_downgrades=True, extra_install_args="--allow-change-held-packages")
-        packages.held(name="Hold fabric manager", packages=[fabric_manager_package(spec)])
-        systemd.service(name="Enable fabric manager", service="nvidia-fabricmanager", running=True, enabled=True,
-                        _if=driver_loaded)
-        # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
-        systemd.service(name="Restart fabric manager on its new version", service="nvidia-fabricmanager",
-                        restarted=True, _if=lambda: moved.did_change() and driver_loaded())
+    nvlink_fabric(spec, version, fabric_manager, driver_loaded)
+    gpudirect_rdma(spec, driver_loaded)
     if spec.dcgm:
-        cuda_major = spec.required_cuda.split(".")[0]
-        apt.packages(name="Install DCGM", packages=[f"datacenter-gpu-manager-4-cuda{cuda_major}"], no_recommends=True)
+        apt.packages(name=f"Install DCGM {spec.dcgm_version}",
+                     packages=[f"{name}={spec.dcgm_version}" for name in dcgm_packages(spec)],
+                     allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
+        packages.held(name="Hold DCGM", packages=dcgm_packages(spec))
         systemd.service(name="Enable DCGM", service="nvidia-dcgm", running=True, enabled=True, _if=driver_loaded)
 
     toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
     packages.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
     apt.packages(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                  packages=[f"{name}={spec.container_toolkit_version}" for name in container_toolkit_packages()],
-                 allow_downgrades=True, no_recommends=True)
+                 allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
+    packages.held(name="Hold the container toolkit", packages=container_toolkit_packages())
     runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
     systemd.service(name="Restart Docker to load the nvidia runtime", service="docker", restarted=True,
                     _if=runtime.did_change)

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand
-from pyinfra.operations import server
+from pyinfra.operations import python, server
 
 from ..spec.host import GpuHostSpec
+from ..ssh_liveness import watch_connection
 
 LOCAL_NAMES = {"localhost", "@local"}
 
@@ -38,6 +39,9 @@ def reboot_if_needed(spec: GpuHostSpec, reason: str, needed: Callable[[], bool],
                      _if=needed)
         return lambda: not needed()
     rebooted = server.reboot(name=f"Reboot to {reason}", delay=5, reboot_timeout=600, _if=needed)
+    rebooted_host = host._get_module()  # the host itself, for the callback that runs after this prepare step
+    python.call(name="Keepalives and time limits on the connection after the reboot",
+                function=lambda: watch_connection(rebooted_host), _if=rebooted.did_change)
     server.shell(name="Verify the new boot runs what is installed",
                  commands=[StringCommand(verify, "||", "{", "echo", QuoteString(
                      f"k3ops: after the reboot the host does not run what is installed ({reason})"), ">&2;", "exit", "1;",

@@ -1,5 +1,6 @@
 """AMD GPU host: one exact ROCm release with its amdgpu driver held, GPU access for the service
-user, and the IOMMU in pass-through mode as AMD's Instinct guides ask."""
+user, and the kernel arguments AMD's Instinct system optimization guides ask for (MI300X, MI355X):
+the IOMMU in pass-through mode and no PCI resource reallocation."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pyinfra.operations import apt, files, server
 from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule
+from ..facts.boot import KernelCommandLine
 from ..onhost import layout
 from ..operations import kernel, packages
 from ..spec import host_spec
@@ -20,6 +22,9 @@ from .repositories import signed_repository
 
 PIN_FILE = "/etc/apt/preferences.d/k3ops-rocm"
 ROCM_PACKAGES = ["amdgpu-dkms", "rocm"]
+# The IOMMU in pass-through mode, so GPU peer traffic skips translation; the firmware's PCI resource
+# layout kept (no reallocation), which the GPUs' large BARs rely on. ROCm's validation suite checks both.
+AMD_KERNEL_ARGUMENTS = ("iommu=pt", "pci=realloc=off")
 
 
 def release_number(release: str) -> str:
@@ -57,11 +62,13 @@ def rocm() -> None:
         server.group(name=f"Ensure the {group} group", group=group, system=True)
     server.user(name=f"Give {spec.service_user} the GPUs (render, video)", user=spec.service_user, system=True,
                 groups=["render", "video"], shell="/usr/sbin/nologin", home=layout.home(spec.service_user))
-    iommu = kernel.boot_argument(name="IOMMU in pass-through mode", argument="iommu=pt")
+    arguments = kernel.boot_arguments(name=f"Kernel arguments {' '.join(AMD_KERNEL_ARGUMENTS)}",
+                                      arguments=list(AMD_KERNEL_ARGUMENTS))
 
-    loaded = host.get_fact(AmdgpuModule)
+    loaded, booted_with = host.get_fact(AmdgpuModule), set(host.get_fact(KernelCommandLine))
     reboot_if_needed(
-        spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply iommu=pt",
-        needed=lambda: installed.did_change() or moved.did_change() or iommu.did_change() or loaded is None,
-        verify="test -c /dev/kfd && grep -qw iommu=pt /proc/cmdline",
+        spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply {' '.join(AMD_KERNEL_ARGUMENTS)}",
+        needed=lambda: installed.did_change() or moved.did_change() or arguments.did_change() or loaded is None
+        or not booted_with >= set(AMD_KERNEL_ARGUMENTS),
+        verify=" && ".join(["test -c /dev/kfd", *(f"grep -qw {argument} /proc/cmdline" for argument in AMD_KERNEL_ARGUMENTS)]),
     )

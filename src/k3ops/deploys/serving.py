@@ -21,7 +21,8 @@ from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
-from ..spec.engine import EngineHostSpec, EngineSpec
+from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
+from ..ssh_liveness import watch_connection
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
@@ -29,6 +30,7 @@ from .secrets import secret_file
 
 @deploy("Engine")
 def serving() -> None:
+    watch_connection(host)
     spec, model_host = host_spec(host), model_host_spec(host)
     engine = EngineHostSpec.model_validate(host.data.dict()).engine
     if engine is None:
@@ -107,11 +109,7 @@ def cluster_position(engine: EngineSpec) -> tuple[int, str]:
     """This host's rank in its multi-node engine and the head's address ((0, "") for one node)."""
     if engine.cluster is None:
         return 0, ""
-
-    def same(other) -> bool:
-        other_engine = EngineHostSpec.model_validate(other.data.dict()).engine
-        return other_engine is not None and other_engine.cluster == engine.cluster
-
-    cluster = fleet.members(same)
-    head = cluster[0]
-    return [member.name for member in cluster].index(host.name), model_host_spec(head).address_for_peers(head.name)
+    members = fleet.members(lambda _: True)
+    ranks = cluster_members(engine.cluster, [(member.name, member.data.dict()) for member in members])
+    head = next(member for member in members if member.name == ranks[0])
+    return ranks.index(host.name), model_host_spec(head).address_for_peers(head.name)

@@ -1,4 +1,4 @@
-"""Facts about the host's network services: what listens where."""
+"""Facts about the host's network: what listens where, and the NICs that can do RDMA."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ import re
 from pyinfra.api import FactBase
 from typing_extensions import override
 
+PCI_DEVICES = "/sys/bus/pci/devices"
+# NVIDIA (Mellanox) ConnectX and BlueField adapters: every one speaks RDMA, over InfiniBand (PCI class
+# 0207) or Ethernet as RoCE (0200).
+RDMA_NIC_VENDORS = ("0x15b3",)
+RDMA_NIC_CLASSES = ("0x0207", "0x0200")
+PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 # One line of `ss -Hltn`: state, receive and send queues, local address:port, peer address:port.
 SS_LISTEN_REGEX = r"^LISTEN\s+\d+\s+\d+\s+(?P<address>\S+):(?P<port>\d+)\s"
 
@@ -34,3 +40,25 @@ class ListeningAddresses(FactBase[list[str]]):
     @override
     def process(self, output):
         return [listening["address"].strip("[]") for line in output if (listening := re.match(SS_LISTEN_REGEX, line))]
+
+
+class RdmaNics(FactBase[list[str]]):
+    """
+    Returns the PCI bus ids of the host's RDMA NICs (InfiniBand or RoCE), read from sysfs so that it
+    needs neither a driver's tool nor the RDMA stack loaded:
+
+    .. code:: python
+
+        ["0000:19:00.0", "0000:2b:00.0"]
+    """
+
+    command = (f"for device in {PCI_DEVICES}/*; do "
+               f"case \"$(cat \"$device/vendor\")\" in {'|'.join(RDMA_NIC_VENDORS)}) ;; *) continue;; esac; "
+               f"case \"$(cat \"$device/class\")\" in {'|'.join(c + '*' for c in RDMA_NIC_CLASSES)}) "
+               "echo \"${device##*/}\";; esac; done 2>/dev/null; true")
+
+    default = list
+
+    @override
+    def process(self, output):
+        return sorted(line.strip() for line in output if re.match(PCI_BUS_ID_REGEX, line.strip()))

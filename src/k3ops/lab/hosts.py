@@ -20,11 +20,13 @@ from pathlib import Path
 from . import state
 from .debian import Mirrors
 from .profiles import get_profile
-from .vendor_repo import KERNEL_PACKAGES_PATH
+from .services import vendor_repo_url
+from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS
 
 SIM_SOURCE = Path(__file__).parent / "sim"
 SIM_ON_HOST = "usr/lib/k3ops-lab-sim/labsim"
 HARDWARE_ON_HOST = "etc/k3ops-lab/hardware.json"
+KERNEL_KEYRING = "usr/share/keyrings/k3ops-lab-kernel.asc"
 REBOOT_EXIT_STATUS = 133
 NETNS_PATH = "/run/netns"
 # nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
@@ -72,6 +74,16 @@ ConditionCapability=
 [Service]
 AmbientCapabilities=
 """
+# Loading a module at run time is the kernel's, and a lab host's kernel is the controller's: the boot layer
+# "loads" what the driver packages staged; kmod's modprobe still handles every other module.
+MODPROBE_ON_HOST = "usr/local/sbin/modprobe"
+MODPROBE = """#!/usr/bin/python3
+# k3ops lab: modprobe for the simulated driver's modules (see labsim/boot.py); kmod's for the rest.
+import sys
+sys.path.insert(0, "/usr/lib/k3ops-lab-sim")
+from labsim.boot import modprobe_main
+sys.exit(modprobe_main(sys.argv[1:]))
+"""
 LAB_UNITS = {"k3ops-lab-hardware.service": ("sysinit.target", HARDWARE_UNIT),
              "k3ops-lab-udev.service": ("multi-user.target", UDEV_UNIT)}
 # Where the cgroup hierarchy systemd tracks units in may be mounted: all of /sys/fs/cgroup (cgroup v2),
@@ -96,17 +108,18 @@ def create(host: state.LabHost, lab: state.Lab, base: Path, repo: Path, mirrors:
                        check=True)
     hardware = get_profile(host.profile).hardware(host.name, nvme_size_gib=nvme_size_gib)
     host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
-    _write_host_files(where["root"], host, lab, hardware, mirrors)
+    _write_host_files(where["root"], host, lab, hardware, mirrors, repo)
     _install_kernel_packages(where["root"], repo / KERNEL_PACKAGES_PATH)
 
 
 def _install_kernel_packages(root: Path, packages: Path) -> None:
-    """The simulated kernel comes with its headers installed, so DKMS-style steps find them."""
-    for deb in sorted(packages.glob("*.deb")):
-        name = deb.name.split("_")[0]
-        installed = subprocess.run(["dpkg-query", f"--admindir={root}/var/lib/dpkg", "-W", name], capture_output=True)
-        if installed.returncode != 0:
-            subprocess.run(["dpkg", f"--root={root}", "-i", str(deb)], check=True, capture_output=True)
+    """The kernel images a host starts with, as an installer leaves them: the running kernel with its
+    flavour's metapackage, and an older one; their headers are for the deploy to install."""
+    debs = [deb for deb in sorted(packages.glob("linux-image-*.deb"))
+            if subprocess.run(["dpkg-query", f"--admindir={root}/var/lib/dpkg", "-W", deb.name.split("_")[0]],
+                              capture_output=True).returncode != 0]
+    if debs:
+        subprocess.run(["dpkg", f"--root={root}", "-i", *map(str, debs)], check=True, capture_output=True)
 
 
 def _attach_disk(image: Path, size_gib: int) -> str:
@@ -122,7 +135,8 @@ def _attach_disk(image: Path, size_gib: int) -> str:
                           text=True).stdout.strip()
 
 
-def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware: dict, mirrors: Mirrors) -> None:
+def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware: dict, mirrors: Mirrors,
+                      repo: Path) -> None:
     def write(relative: str, content: str, mode: int = 0o644) -> None:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +155,10 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
         subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
     (root / "etc/apt/sources.list").unlink(missing_ok=True)
     write("etc/apt/sources.list.d/debian.sources", mirrors.sources())
+    # The lab's kernel packages stand in for the distribution's own: a source from the start, like Debian's.
+    write(KERNEL_KEYRING, (repo / SIGNING_KEY_PATHS[0]).read_text())
+    write("etc/apt/sources.list.d/k3ops-lab-kernel.sources",
+          f"Types: deb\nURIs: {vendor_repo_url()}/{KERNEL_PACKAGES_PATH}/\nSuites: /\nSigned-By: /{KERNEL_KEYRING}\n")
     write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
           f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
           f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n'
@@ -149,6 +167,7 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     sim_target = root / SIM_ON_HOST
     shutil.rmtree(sim_target, ignore_errors=True)
     shutil.copytree(SIM_SOURCE, sim_target, ignore=shutil.ignore_patterns("__pycache__"))
+    write(MODPROBE_ON_HOST, MODPROBE, 0o755)
     write("etc/systemd/system/docker.service.d/k3ops-lab.conf", DOCKERD_DROP_IN)
     write("etc/systemd/system/systemd-timesyncd.service.d/k3ops-lab.conf", TIMESYNCD_DROP_IN)
     for unit, (target, content) in LAB_UNITS.items():

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import services, state
+from . import cache, services, state
 
 # The hub's own Python: olah to serve, and what tiny_model.py needs to write the model.
 VENV_REQUIREMENTS = ("olah==0.5.4", "gguf==0.19.0", "numpy==2.4.6", "safetensors==0.8.0")
@@ -39,6 +39,16 @@ LFS_SUFFIXES = (".gguf", ".safetensors")
 COMMIT_DATES = ("2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00")
 AUTHOR = ("k3ops lab", "lab@k3ops.invalid")
 TINY_MODEL_SCRIPT = Path(__file__).with_name("tiny_model.py")
+# Run by the venv's python: the pinned versions are installed, and what tiny_model.py imports loads.
+VENV_CHECK = """
+import sys
+from importlib.metadata import version
+wanted = dict(requirement.split("==") for requirement in sys.argv[1:])
+installed = {name: version(name) for name in wanted}
+assert installed == wanted, f"installed {installed}, not the pinned {wanted}"
+import gguf, numpy, safetensors
+"""
+BUILT_FROM = "k3ops.built-from"  # the repository's git config entry: the fingerprint of what made it
 # Upstream Hub addresses olah would use online: loopback, so that even a mistaken online mode
 # reaches nothing outside this machine.
 NOWHERE = "127.0.0.1:9"
@@ -75,8 +85,13 @@ def repo_path() -> Path:
     return mirrors() / "models" / TINY_MODEL_REPO
 
 
+def venv() -> Path:
+    """The hub's venv (a symlink to where it was built: a venv cannot be moved)."""
+    return root() / "venv"
+
+
 def venv_python() -> Path:
-    return root() / "venv" / "bin" / "python"
+    return venv() / "bin" / "python"
 
 
 def tiny_model_command(directory: Path, revision: int) -> list[str]:
@@ -86,29 +101,35 @@ def tiny_model_command(directory: Path, revision: int) -> list[str]:
 
 
 def build(log=print) -> Path:
-    """The hub's venv and the tiny model's repository, each rebuilt only when its inputs change."""
-    _build_venv(log)
-    fingerprint = _fingerprint(TINY_MODEL_SCRIPT.read_bytes(), *VENV_REQUIREMENTS, TINY_MODEL_REPO,
-                               *TINY_MODEL_REPLIES.values(), *LFS_SUFFIXES, *COMMIT_DATES, *AUTHOR)
-    stamp = root() / "tiny-k3.stamp"
-    if repo_path().is_dir() and stamp.exists() and stamp.read_text() == fingerprint:
-        return repo_path()
-    log(f"building the lab hub's {TINY_MODEL_REPO} repository at {repo_path()}")
-    stamp.unlink(missing_ok=True)
-    partial = repo_path().with_name(repo_path().name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    _git(partial, "init", "-q", "-b", "main")
-    with tempfile.TemporaryDirectory() as scratch:
-        for number, date in enumerate(COMMIT_DATES, start=1):
-            files = Path(scratch) / f"revision-{number}"
-            subprocess.run(tiny_model_command(files, number), check=True)
-            _commit_revision(partial, files, f"{TINY_MODEL_REPO} revision {number}", date)
-    _check_revisions(partial)
-    shutil.rmtree(repo_path(), ignore_errors=True)
-    partial.rename(repo_path())
-    stamp.write_text(fingerprint)
-    return repo_path()
+    """The hub's venv and the tiny model's repository, each rebuilt when missing, broken or out of date."""
+    cache.entry(venv(), f"hub venv ({', '.join(VENV_REQUIREMENTS)})", _build_venv, check_venv, log, movable=False)
+    return cache.entry(repo_path(), f"hub repository {TINY_MODEL_REPO}", _build_repository, check_repository, log)
+
+
+def check_venv(directory: Path) -> None:
+    """pip works and finds every dependency installed, the pinned versions are there, tiny_model.py's
+    imports load, and olah-cli starts: the venv as hub.start() and tiny_model_command() use it."""
+    python = directory / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "check"], check=True, capture_output=True, text=True)
+    subprocess.run([str(python), "-c", VENV_CHECK, *VENV_REQUIREMENTS], check=True, capture_output=True, text=True)
+    subprocess.run([str(directory / "bin" / "olah-cli"), "--help"], check=True, capture_output=True, text=True)
+
+
+def check_repository(repo: Path) -> None:
+    """Built from today's inputs, its git objects sound, its commits the pinned ones, and the LFS object
+    of every pointer in them stored whole."""
+    built_from = _git(repo, "config", "--default", "nothing recorded", "--get", BUILT_FROM).strip()
+    if built_from != _repository_fingerprint():
+        raise RuntimeError(f"{repo} was built from other inputs ({BUILT_FROM}: {built_from})")
+    _git(repo, "fsck", "--no-progress")
+    _check_revisions(repo)
+    pointers = [_git(repo, "show", f"{revision}:{name}") for revision in TINY_MODEL_REVISIONS
+                for name in TINY_MODEL_FILES if name.endswith(LFS_SUFFIXES)]
+    for pointer in pointers:
+        fields = dict(line.split(" ", 1) for line in pointer.splitlines())
+        stored = _lfs_object(repo, fields["oid"].removeprefix("sha256:"))
+        if not stored.is_file() or stored.stat().st_size != int(fields["size"]):
+            raise RuntimeError(f"{repo}: LFS object {stored} is missing or cut short")
 
 
 def start() -> None:
@@ -118,22 +139,30 @@ def start() -> None:
     repos.mkdir(parents=True, exist_ok=True)
     config.write_text(OLAH_CONFIG.format(address=state.CONTROLLER_ADDRESS, port=state.HUB_PORT, repos=repos,
                                          mirrors=mirrors(), nowhere=NOWHERE))
-    services.start_hub(root() / "venv" / "bin" / "olah-cli", config)
+    services.start_hub(venv() / "bin" / "olah-cli", config)
     services.wait_until_listening(ports=(state.HUB_PORT,), timeout=60)
 
 
-def _build_venv(log) -> None:
-    fingerprint = _fingerprint(*VENV_REQUIREMENTS)
-    venv = root() / "venv"
-    stamp = venv / "k3ops.stamp"
-    if stamp.exists() and stamp.read_text() == fingerprint:
-        return
-    log(f"building the lab hub's venv at {venv} ({', '.join(VENV_REQUIREMENTS)})")
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *VENV_REQUIREMENTS],
-                   check=True)
-    stamp.write_text(fingerprint)
+def _build_venv(directory: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True, capture_output=True, text=True)
+    subprocess.run([str(directory / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    *VENV_REQUIREMENTS], check=True, capture_output=True, text=True)
+
+
+def _build_repository(repo: Path) -> None:
+    """Revision 1 and 2 of the tiny model, committed with their LFS objects, and what they were built from."""
+    _git(repo, "init", "-q", "-b", "main")
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, date in enumerate(COMMIT_DATES, start=1):
+            files = Path(scratch) / f"revision-{number}"
+            subprocess.run(tiny_model_command(files, number), check=True, capture_output=True, text=True)
+            _commit_revision(repo, files, f"{TINY_MODEL_REPO} revision {number}", date)
+    _git(repo, "config", BUILT_FROM, _repository_fingerprint())
+
+
+def _repository_fingerprint() -> str:
+    return _fingerprint(TINY_MODEL_SCRIPT.read_bytes(), *VENV_REQUIREMENTS, TINY_MODEL_REPO,
+                        *TINY_MODEL_REPLIES.values(), *LFS_SUFFIXES, *COMMIT_DATES, *AUTHOR)
 
 
 def add_repository(repo_id: str, files: Path) -> str:
@@ -174,7 +203,7 @@ def _store_lfs_object(repo: Path, source: Path) -> str:
         while chunk := file.read(1 << 20):
             digest.update(chunk)
     oid = digest.hexdigest()
-    target = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+    target = _lfs_object(repo, oid)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     try:
@@ -182,6 +211,10 @@ def _store_lfs_object(repo: Path, source: Path) -> str:
     except OSError:
         shutil.copyfile(source, target)
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {source.stat().st_size}\n"
+
+
+def _lfs_object(repo: Path, oid: str) -> Path:
+    return repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
 
 
 def _check_revisions(repo: Path) -> None:

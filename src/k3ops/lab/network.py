@@ -41,6 +41,12 @@ def create_host_namespace(host: state.LabHost) -> None:
     _ip("-n", host.netns, "link", "set", "eth0", "up")
 
 
+def set_link(host: state.LabHost, up: bool) -> None:
+    """Take a host's cable out (or put it back): its bridge port goes down, the host keeps running unaware,
+    as when a switch port or NIC dies under a live SSH session."""
+    _ip("link", "set", _veth(host), "up" if up else "down")
+
+
 def delete_host_namespace(name: str) -> None:
     _ip("link", "del", f"k3v-{name}", check=False)
     _ip("netns", "del", state.NETNS_PREFIX + name, check=False)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import state
+from . import cache, state
 
 NVIDIA_DRIVER_VERSIONS = ("570.195.03", "580.105.08", "580.126.09")
 CONTAINER_TOOLKIT_VERSIONS = ("1.17.8-1", "1.18.0-1")
@@ -35,8 +34,11 @@ AMD_SUITE = "noble"
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
 CONTAINER_TOOLKIT_REPO_PATH = "libnvidia-container/stable/deb/amd64"
 DOCA_REPO_PATH = f"public/repo/doca/{DOCA_VERSION}/debian12/x86_64"
-# The simulated kernel's headers package, installed on every lab host with its kernel (hosts.py).
+# The simulated kernel's packages; its image and the flavour's image metapackage are installed on every
+# lab host from the start (hosts.py), as a distribution's installer leaves them; headers are the deploy's.
 KERNEL_PACKAGES_PATH = "lab/kernel"
+KERNEL_FLAVOUR = "k3lab"
+OLDER_KERNEL = "6.1.0-27-k3lab"
 # Where each vendor publishes its signing key, relative to the repository server's root.
 SIGNING_KEY_PATHS = (
     f"{CUDA_REPO_PATH}/3bf863cc.pub",
@@ -92,6 +94,7 @@ def nvidia_driver_packages(version: str) -> list[Package]:
     full = f"{version}-1"
     exact = f"(= {full})"
     fabricmanager = "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}"
+    imex = "nvidia-imex" if int(branch) >= 580 else f"nvidia-imex-{branch}"
     library = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{version}"
     return [
         Package(
@@ -102,7 +105,9 @@ def nvidia_driver_packages(version: str) -> list[Package]:
         *(
             Package(
                 name, full, f"NVIDIA driver {flavour} kernel module (DKMS)", conflicts=other,
-                files={f"{KERNEL_MODULE_STAGING}/nvidia": json.dumps({"version": version, "flavour": flavour}) + "\n"},
+                # The driver's DKMS build makes nvidia.ko and nvidia-peermem.ko (GPUDirect RDMA) together.
+                files={f"{KERNEL_MODULE_STAGING}/{module}": json.dumps({"version": version, "flavour": flavour}) + "\n"
+                       for module in ("nvidia", "nvidia_peermem")},
             )
             for name, flavour, other in (
                 ("nvidia-kernel-open-dkms", "open", "nvidia-kernel-dkms"),
@@ -146,6 +151,21 @@ def nvidia_driver_packages(version: str) -> list[Package]:
                     extra="Type=simple\n",
                 ),
                 "/usr/share/nvidia/nvswitch/fabricmanager.cfg": "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n",
+            },
+        ),
+        Package(
+            "nvlsm", full, "NVIDIA NVLink Subnet Manager (NVLink 5 switch trays, started by fabric manager)",
+            files={**tool("/opt/nvidia/nvlsm/sbin/nvlsm", "daemons", "nvlsm_main"), **version_marker("nvlsm", full)},
+        ),
+        Package(
+            imex, full, "NVIDIA IMEX: memory export and import across the nodes of an NVLink domain",
+            files={
+                **tool("/usr/bin/nvidia-imex", "daemons", "imex_main"),
+                **version_marker("nvidia-imex", full),
+                "/usr/lib/systemd/system/nvidia-imex.service": service_unit(
+                    "NVIDIA IMEX service", "/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg", extra="Type=simple\n"),
+                "/etc/nvidia-imex/config.cfg": "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n",
+                "/etc/nvidia-imex/nodes_config.cfg": "",
             },
         ),
     ]
@@ -234,10 +254,23 @@ def ofed_tools_packages() -> list[Package]:
 
 
 def kernel_packages(release: str) -> list[Package]:
-    """Headers for the kernel the lab hosts boot (the controller's), so DKMS-style steps find them."""
-    return [Package(f"linux-headers-{release}", "1", f"Header files for Linux {release}",
-                    files={f"/usr/src/linux-headers-{release}/Makefile": f"# simulated headers for {release}\n"},
-                    links={f"/lib/modules/{release}/build": f"/usr/src/linux-headers-{release}"})]
+    """The kernel the lab hosts boot (the controller's) as packages: its image, its headers, and a flavour's
+    metapackages that follow it, as Debian's linux-image-amd64 and linux-headers-amd64 follow theirs. An
+    older release beside it is what a host keeps after a kernel upgrade (image only, as apt leaves it)."""
+    def image(name: str) -> Package:
+        return Package(f"linux-image-{name}", "1", f"Linux {name} for the k3ops lab",
+                       files={f"/boot/vmlinuz-{name}": f"# simulated kernel image {name}\n"})
+
+    def headers(name: str) -> Package:
+        return Package(f"linux-headers-{name}", "1", f"Header files for Linux {name}",
+                       files={f"/usr/src/linux-headers-{name}/Makefile": f"# simulated headers for {name}\n"},
+                       links={f"/lib/modules/{name}/build": f"/usr/src/linux-headers-{name}"})
+
+    return [image(release), headers(release), image(OLDER_KERNEL), headers(OLDER_KERNEL),
+            Package(f"linux-image-{KERNEL_FLAVOUR}", "1", "Linux for the k3ops lab (metapackage)",
+                    depends=f"linux-image-{release}"),
+            Package(f"linux-headers-{KERNEL_FLAVOUR}", "1", "Header files for Linux (metapackage)",
+                    depends=f"linux-headers-{release}")]
 
 
 def repositories() -> dict[str, tuple[str | None, list[Package]]]:
@@ -247,6 +280,7 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
                          + nvidia_tools_packages()),
         CONTAINER_TOOLKIT_REPO_PATH: (None, [p for v in CONTAINER_TOOLKIT_VERSIONS for p in container_toolkit_packages(v)]),
         DOCA_REPO_PATH: (None, ofed_tools_packages()),
+        KERNEL_PACKAGES_PATH: (None, kernel_packages(os.uname().release)),
     }
     for release in ROCM_RELEASES:
         amdgpu, rocm = rocm_packages(release)
@@ -256,26 +290,42 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
 
 
 def build(log=print) -> Path:
-    """Build (or reuse) the signed repository tree; returns the directory to serve."""
+    """The signed repository tree, built when missing or broken; returns the directory to serve."""
+    def signed_tree(root: Path) -> None:
+        gnupg = _signing_home()
+        try:
+            _build_tree(root, gnupg)
+        finally:
+            # gpg starts an agent to sign; it must not outlive the build.
+            subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True)
+
     fingerprint = hashlib.sha256(Path(__file__).read_bytes() + os.uname().release.encode()).hexdigest()[:12]
-    root = state.CACHE_DIR / "vendor-repo" / fingerprint
-    if (root / ".complete").exists():
-        return root
-    log(f"building the simulated vendor repositories at {root}")
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    gnupg = _signing_home()
-    try:
-        _build_tree(root, gnupg)
-    finally:
-        # gpg starts an agent to sign; it must not outlive the build.
-        subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True)
-    (root / ".complete").write_text("")
-    return root
+    return cache.entry(state.CACHE_DIR / "vendor-repo" / fingerprint, "simulated vendor repositories", signed_tree,
+                       check, log)
+
+
+def check(root: Path) -> None:
+    """As apt sees each repository: its InRelease verifies with the key the vendor URLs serve, and every
+    package its index names is there."""
+    with tempfile.TemporaryDirectory() as scratch:
+        keyring = Path(scratch) / "keyring.gpg"
+        subprocess.run(["gpg", "--homedir", scratch, "--batch", "--dearmor", "-o", str(keyring)],
+                       input=(root / SIGNING_KEY_PATHS[0]).read_bytes(), check=True, capture_output=True)
+        for repo_path, (suite, _) in repositories().items():
+            repo = root / repo_path
+            release_dir = repo if suite is None else repo / "dists" / suite
+            index_dir = repo if suite is None else release_dir / "main" / "binary-amd64"
+            subprocess.run(["gpgv", "--homedir", scratch, "--keyring", str(keyring), str(release_dir / "InRelease")],
+                           check=True, capture_output=True, text=True)
+            named = [line.removeprefix("Filename: ") for line in (index_dir / "Packages").read_text().splitlines()
+                     if line.startswith("Filename: ")]
+            missing = [name for name in named if not (repo / name).is_file()]
+            if missing:
+                raise RuntimeError(f"{repo}: its Packages index names files that are not there: {missing}")
 
 
 def _build_tree(root: Path, gnupg: Path) -> None:
-    """The key at each vendor's key URL, every repository's packages and signed indexes, the kernel's."""
+    """The key at each vendor's key URL, every repository's packages and signed indexes."""
     armored_key = subprocess.run(["gpg", "--homedir", str(gnupg), "--armor", "--export"], check=True,
                                  capture_output=True).stdout
     for key_path in SIGNING_KEY_PATHS:
@@ -288,13 +338,11 @@ def _build_tree(root: Path, gnupg: Path) -> None:
         for package in packages:
             _build_deb(package, pool)
         _write_indexes(repo, suite, gnupg)
-    (root / KERNEL_PACKAGES_PATH).mkdir(parents=True)
-    for package in kernel_packages(os.uname().release):
-        _build_deb(package, root / KERNEL_PACKAGES_PATH)
 
 
 def _signing_home() -> Path:
-    """The lab's repository signing key, made once and kept in the cache."""
+    """The lab's repository signing key, made once and kept in the cache (in place: gpg-agent's sockets
+    live in the home, and a temporary home's longer path can exceed a socket path's limit)."""
     home = state.CACHE_DIR / "gnupg"
     if not (home / "pubring.kbx").exists():
         home.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -9,13 +9,12 @@ Python the controller runs, and published under the vendor repository server's r
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from ..deploys.checkpoint import HUGGINGFACE_HUB
-from . import state
+from . import cache, state
 from .services import vendor_repo_url
 
 WHEELHOUSE_REQUIREMENTS = (HUGGINGFACE_HUB,)  # what the checkpoint deploy installs on hosts
@@ -39,17 +38,23 @@ def pip_options() -> list[str]:
 
 
 def build(log=print) -> Path:
-    """Download (or reuse) the wheels of the pinned requirements and all their dependencies."""
+    """The wheels of the pinned requirements and all their dependencies, downloaded when missing or incomplete."""
     fingerprint = hashlib.sha256(" ".join((*WHEELHOUSE_REQUIREMENTS, *TARGET)).encode()).hexdigest()[:12]
     wheels = state.CACHE_DIR / "wheelhouse" / fingerprint
-    if (wheels / ".complete").exists():
-        return wheels
-    log(f"downloading the lab hosts' wheels ({', '.join(WHEELHOUSE_REQUIREMENTS)}) to {wheels}")
-    shutil.rmtree(wheels, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-                    "--only-binary=:all:", *TARGET, "-d", str(wheels), *WHEELHOUSE_REQUIREMENTS], check=True)
-    (wheels / ".complete").write_text("")
-    return wheels
+    return cache.entry(wheels, f"wheelhouse for the hosts ({', '.join(WHEELHOUSE_REQUIREMENTS)})", _pip_download,
+                       check, log)
+
+
+def check(wheels: Path) -> None:
+    """Every requirement resolves, with its dependencies, from these wheels alone, as on a lab host."""
+    _pip_download(wheels, "--isolated", "--no-index", "--find-links", str(wheels))
+
+
+def _pip_download(directory: Path, *options: str) -> None:
+    """For the hosts' platform; a wheel already in `directory` is kept, not fetched again."""
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", *options,
+                    "--only-binary=:all:", *TARGET, "-d", str(directory), *WHEELHOUSE_REQUIREMENTS],
+                   check=True, capture_output=True, text=True)
 
 
 def publish(wheels: Path, repository: Path) -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 from pydantic import ValidationError
 from pyinfra.api.exceptions import InventoryError
 
+from .connection import ConnectionSpec
 from .engine import EngineHostSpec, cluster_errors, controller_errors
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec)
+SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, ConnectionSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 

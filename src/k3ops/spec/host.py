@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..hardware import BOARD_PROFILES, GPU_MODELS, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
+from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
 from ..onhost.layout import PEER_USER
 from .forms import http_url
 
@@ -20,6 +20,7 @@ DRIVER_VERSION = re.compile(r"^(?P<branch>\d{3})\.\d{2,3}(?:\.\d{2})?$")
 ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
 TOOLKIT_VERSION = re.compile(r"^\d+\.\d+\.\d+-\d+$")
+DCGM_VERSION = re.compile(r"^(?:\d+:)?\d+\.\d+\.\d+-\d+$")
 # A repository URL may name the host's ROCm release, filled in by the deploy.
 ROCM_RELEASE_FIELD = "{rocm_release}"
 APT_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
@@ -35,6 +36,7 @@ FORMS = {
     "rocm_release": (ROCM_RELEASE, "a ROCm release like '7.0.2' (major.minor.patch)"),
     "required_cuda": (CUDA_VERSION, "a CUDA version like '13.0'"),
     "container_toolkit_version": (TOOLKIT_VERSION, "a package version like '1.18.0-1'"),
+    "dcgm_version": (DCGM_VERSION, "a package version like '1:4.4.1-1'"),
 }
 
 
@@ -101,6 +103,14 @@ class GpuHostSpec(BaseModel):
         False, description="DKMS signs the GPU driver's modules with an enrolled MOK (needed under Secure Boot)")
     fabric_manager: Literal["auto", "on", "off"] = Field("auto", description="auto: on where the host has NVSwitches")
     dcgm: bool = Field(True, description="install and run DCGM (nvidia-dcgm)")
+    dcgm_version: str = Field("1:4.4.1-1", description="exact DCGM package version, pinned and held")
+    gpudirect_rdma: Literal["auto", "peermem", "dmabuf", "off"] = Field(
+        "auto", description="GPUDirect RDMA for the NICs: auto loads nvidia-peermem where the host has RDMA NICs; "
+                            "dmabuf uses the kernel's DMA-BUF instead (open modules, kernel 5.12+)")
+    nvlink_domain: str | None = Field(
+        None, pattern=r"^[a-z0-9][a-z0-9-]*$",
+        description="GB200/GB300 trays: hosts sharing it form one NVLink domain (one nvidia-imex domain); "
+                    "unset: the tray alone")
     container_toolkit_version: str = Field("1.18.0-1", description="exact NVIDIA Container Toolkit version")
     required_cuda: str = Field("13.0", description="CUDA version the engine image needs (K3's vLLM image: 13.0)")
     rocm_release: str = Field("7.0.2", description="exact ROCm release (major.minor.patch)")
@@ -197,6 +207,12 @@ class GpuHostSpec(BaseModel):
                 f"(use branch 580 or newer, e.g. 580.126.09)")
         if self.gpu_architecture == "Blackwell" and self.nvidia_kernel_modules != "open":
             raise ValueError("nvidia_kernel_modules: Blackwell GPUs need the open kernel modules; use 'open'")
+        if self.gpudirect_rdma == "dmabuf" and self.nvidia_kernel_modules != "open":
+            raise ValueError("gpudirect_rdma: 'dmabuf' needs the open kernel modules (nvidia_kernel_modules 'open'); "
+                             "use 'peermem' with the proprietary ones")
+        if self.nvlink_domain is not None and not BOARD_PROFILES[self.hardware_profile].nvlink_domain:
+            raise ValueError(f"nvlink_domain: hardware_profile {self.hardware_profile!r} has no multi-node NVLink "
+                             "(only GB200/GB300 trays do); remove it")
 
     def _check_rocm_release(self) -> None:
         minimum = ROCM_MINIMUM_BY_ARCHITECTURE.get(self.gpu_architecture)
@@ -215,8 +231,12 @@ class GpuHostSpec(BaseModel):
         return GPU_MODELS[self.gpu_model].architecture if self.gpu_model else None
 
     @property
+    def board(self) -> BoardProfile:
+        return BOARD_PROFILES[self.hardware_profile]
+
+    @property
     def nvswitch_expected(self) -> bool:
-        return BOARD_PROFILES[self.hardware_profile].nvswitch
+        return self.board.nvswitch
 
     def repository(self, name: str) -> Repository:
         """A repository with the host's ROCm release filled into its URLs."""

@@ -69,3 +69,35 @@ def test_sysctl_d_values_apply_in_systemd_sysctl_order(tmp_path):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(content)
     assert boot.configured_sysctls(host) == {"kernel.numa_balancing": "0"}
+
+
+PEERMEM = {"nvidia": {"version": "580.126.09", "flavour": "open"},
+           "nvidia_peermem": {"version": "580.126.09", "flavour": "open"}}
+
+
+def test_peermem_loads_at_boot_only_when_modules_load_d_names_it(tmp_path):
+    host, _ = bare_host(tmp_path, "h200x8", staged_modules=PEERMEM)
+    boot.load_kernel_modules(host)
+    assert boot.modules_to_load_at_boot(host) == []
+    (tmp_path / "etc/modules-load.d").mkdir(parents=True)
+    (tmp_path / "etc/modules-load.d/k3ops.conf").write_text("# GPUDirect RDMA\nnvidia-peermem\n")
+    assert boot.modules_to_load_at_boot(host) == ["nvidia_peermem"]
+    assert boot.load_on_demand_module(host, "nvidia_peermem") is None
+    assert (tmp_path / "sys/module/nvidia_peermem/initstate").read_text() == "live\n"
+
+
+def test_modprobe_of_peermem_needs_the_nvidia_module_first(tmp_path, capsys):
+    host, _ = bare_host(tmp_path, "h200x8", staged_modules=PEERMEM)
+    assert boot.modprobe_main(["nvidia-peermem"], host) == 1
+    assert "modprobe: ERROR: could not insert 'nvidia_peermem'" in capsys.readouterr().err
+    boot.load_kernel_modules(host)
+    assert boot.modprobe_main(["nvidia-peermem"], host) == 0
+    assert boot.modprobe_main(["nvidia-peermem"], host) == 0  # loaded already: nothing to do, as kmod
+    assert (tmp_path / "sys/module/nvidia_peermem/version").read_text().strip() == "580.126.09"
+
+
+def test_modprobe_without_the_driver_package_finds_no_module(tmp_path, capsys):
+    host, _ = bare_host(tmp_path, "h200x8", staged_modules={"nvidia": PEERMEM["nvidia"]})
+    boot.load_kernel_modules(host)
+    assert boot.modprobe_main(["nvidia-peermem"], host) == 1
+    assert "Module nvidia_peermem not found" in capsys.readouterr().err

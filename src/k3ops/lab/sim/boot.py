@@ -33,6 +33,11 @@ KERNEL_MODULES = {
     "nvidia": {"vendor": "nvidia", "taint": {"open": "OE", "proprietary": "POE"}},
     "amdgpu": {"vendor": "amd", "taint": {"dkms": "OE"}},
 }
+# Modules of the driver's DKMS build that no device loads: loaded at boot only when modules-load.d names
+# them (systemd-modules-load, which skips a container), or by modprobe; each needs its base module.
+ON_DEMAND_MODULES = {"nvidia_peermem": "nvidia"}
+MODULES_LOAD_FILES = ("usr/lib/modules-load.d/*.conf", "etc/modules-load.d/*.conf")
+KMOD_MODPROBE = "/usr/sbin/modprobe"
 NVIDIA_MAJOR = 195
 NVIDIA_CONTROL_MINOR = 255
 NVIDIA_UVM_MAJOR = 510
@@ -74,6 +79,28 @@ def load_kernel_modules(host: SimHost) -> dict[str, str]:
         (module_dir / "initstate").write_text("live\n")
         loaded[module] = build["version"]
     return loaded
+
+
+def load_on_demand_module(host: SimHost, module: str) -> str | None:
+    """Load a staged on-demand module; returns why it cannot be loaded, or None once it is."""
+    staged = host.path(f"{KERNEL_MODULE_STAGING}/{module}")
+    if not staged.exists():
+        return f"Module {module} not found"
+    if not host.path(f"sys/module/{ON_DEMAND_MODULES[module]}/initstate").exists():
+        return f"could not insert '{module}': Unknown symbol in module, or unknown parameter (see dmesg)"
+    module_dir = host.path(f"sys/module/{module}")
+    module_dir.mkdir(parents=True, exist_ok=True)
+    (module_dir / "version").write_text(json.loads(staged.read_text())["version"] + "\n")
+    (module_dir / "initstate").write_text("live\n")
+    return None
+
+
+def modules_to_load_at_boot(host: SimHost) -> list[str]:
+    """The module names modules-load.d lists, dashes as underscores, as the kernel names them."""
+    names = []
+    for path in sorted(path for pattern in MODULES_LOAD_FILES for path in host.root.glob(pattern)):
+        names += [line.split("#")[0].strip().replace("-", "_") for line in path.read_text().splitlines()]
+    return [name for name in names if name and not name.startswith(";")]
 
 
 def kernel_drivers(hardware: dict, loaded: dict[str, str]) -> dict[str, str]:
@@ -218,8 +245,29 @@ def boot(host: SimHost) -> None:
     write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))
     create_device_nodes(host, loaded)
+    for module in modules_to_load_at_boot(host):
+        if module in ON_DEMAND_MODULES:
+            problem = load_on_demand_module(host, module)
+            if problem:
+                print(f"k3ops-lab: systemd-modules-load: Failed to insert module '{module}': {problem}", file=sys.stderr)
     refresh_disk_links(host)
     mount_fstab_block_devices(host)
+
+
+def modprobe_main(argv: list[str], host: SimHost | None = None) -> int:
+    """`modprobe NAME` for the staged on-demand modules, as kmod prints its errors; kmod's for the rest."""
+    host = host or SimHost()
+    names = [word for word in argv if not word.startswith("-")]
+    module = names[0].replace("-", "_") if names else None
+    if module not in ON_DEMAND_MODULES or any(word.startswith("-") for word in argv):
+        os.execv(KMOD_MODPROBE, [KMOD_MODPROBE, *argv])
+    if host.path(f"sys/module/{module}/initstate").exists():
+        return 0
+    problem = load_on_demand_module(host, module)
+    if problem:
+        print(f"modprobe: ERROR: {problem}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str], host: SimHost | None = None) -> int:

@@ -1,8 +1,10 @@
-"""The driver stack's daemons, simulated: persistenced, fabric manager and the DCGM host engine.
+"""The driver stack's daemons, simulated: persistenced, fabric manager (with NVLSM on NVLink 5 boards),
+IMEX and the DCGM host engine.
 
 Each checks what its real counterpart checks at start (a loaded kernel module at the same version
-as its own userspace, NVSwitches for fabric manager), prints the real messages, and then stays up
-until systemd stops it, so that `systemctl is-active` tells the truth about the host.
+as its own userspace, NVSwitches for fabric manager, the subnet manager for NVLink 5 switch trays, a
+nodes file for IMEX), prints the real messages where they are known, and then stays up until systemd
+stops it, so that `systemctl is-active` tells the truth about the host.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ FM_VERSION_MISMATCH = (
     "fabric manager NVIDIA GPU driver interface version {fm} don't match with driver version {driver}. "
     "Please update with matching NVIDIA driver package."
 )
+# The wording is the lab's: what fabric manager prints when NVLSM is missing is not on record.
+FM_NO_SUBNET_MANAGER = ("NVLink 5 switch trays need the NVLink subnet manager (nvlsm) at fabric manager's "
+                        "version; found: {found}")
 FM_LOG = "var/log/fabricmanager.log"
+IMEX_CONFIG = "etc/nvidia-imex/config.cfg"
 HOSTENGINE_ADDRESS = ("127.0.0.1", 5555)
 
 
@@ -84,12 +90,38 @@ def fabricmanager_main(argv: list[str], host: SimHost | None = None) -> int:
     if own_version != host.nvidia_module_version():
         print(FM_VERSION_MISMATCH.format(fm=own_version, driver=host.nvidia_module_version()), file=sys.stderr)
         return 1
+    if model.get("architecture") == "Blackwell" and host.package_version("nvlsm") != own_version:
+        print(FM_NO_SUBNET_MANAGER.format(found=host.package_version("nvlsm") or "not installed"), file=sys.stderr)
+        return 1
     with open(host.path(FM_LOG), "a") as log:
         stamp = time.strftime("[%b %d %Y %H:%M:%S]")
         log.write(f"{stamp} [INFO] [tid {os.getpid()}] Fabric Manager version {own_version} is running\n")
         log.write(f"{stamp} [INFO] [tid {os.getpid()}] {FM_CONFIGURED}\n")
     print("Connected to 1 node.", flush=True)
     print(FM_CONFIGURED, flush=True)
+    return _serve_until_stopped()
+
+
+def nvlsm_main(argv: list[str], host: SimHost | None = None) -> int:
+    """nvlsm, which fabric manager starts on NVLink 5 boards: stays up while fabric manager runs."""
+    return _serve_until_stopped()
+
+
+def imex_main(argv: list[str], host: SimHost | None = None) -> int:
+    """nvidia-imex: needs the driver, GPUs in an NVLink domain, and its nodes file naming this node's domain."""
+    host = host or SimHost()
+    if not _driver_ready(host, "nvidia-imex"):
+        return 1
+    if host.hardware().get("fabric") != "nvlink-domain":
+        print("nvidia-imex: no GPU in this node is part of a multi-node NVLink domain", file=sys.stderr)
+        return 1
+    settings = dict(line.split("=", 1) for line in host.path(IMEX_CONFIG).read_text().splitlines() if "=" in line)
+    nodes_file = host.path(settings.get("IMEX_NODE_CONFIG_FILE", "/etc/nvidia-imex/nodes_config.cfg").lstrip("/"))
+    nodes = [line.strip() for line in nodes_file.read_text().splitlines() if line.strip()] if nodes_file.exists() else []
+    if not nodes:
+        print(f"nvidia-imex: {nodes_file.relative_to(host.root)} names no node", file=sys.stderr)
+        return 1
+    print(f"IMEX daemon version {host.package_version('nvidia-imex')} started with {len(nodes)} nodes", flush=True)
     return _serve_until_stopped()
 
 

@@ -1,0 +1,46 @@
+"""GPUDirect RDMA: NICs reading and writing GPU memory directly, without which NCCL's inter-node traffic
+bounces through host memory. nvidia-peermem is not loaded by any device and must be named to load at
+each boot; DMA-BUF needs no module, only the open kernel modules and a kernel of 5.12 or later."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.server import KernelVersion
+from pyinfra.operations import files, server
+
+from ..facts.kernel import KernelModuleLoaded
+from ..facts.network import RdmaNics
+from ..spec.host import GpuHostSpec
+
+PEERMEM_MODULE = "nvidia-peermem"
+PEERMEM_AT_BOOT = "/etc/modules-load.d/k3ops-nvidia-peermem.conf"
+DMABUF_MINIMUM_KERNEL = (5, 12)
+
+
+def gpudirect_mode(spec: GpuHostSpec, rdma_nics: list[str]) -> str:
+    """"peermem", "dmabuf" or "off": auto means nvidia-peermem where the host has RDMA NICs."""
+    if spec.gpudirect_rdma == "auto":
+        return "peermem" if rdma_nics else "off"
+    return spec.gpudirect_rdma
+
+
+def kernel_supports_dmabuf(release: str) -> bool:
+    major, minor = (int(part) for part in release.split(".")[:2])
+    return (major, minor) >= DMABUF_MINIMUM_KERNEL
+
+
+def gpudirect_rdma(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
+    mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
+    if mode == "dmabuf" and not kernel_supports_dmabuf(host.get_fact(KernelVersion)):
+        raise DeployError(f"{host.name}: gpudirect_rdma: 'dmabuf' needs Linux 5.12 or later; this host runs "
+                          f"{host.get_fact(KernelVersion)} (use 'peermem')")
+    files.put(name=f"Load {PEERMEM_MODULE} at every boot", src=StringIO(f"{PEERMEM_MODULE}\n"), dest=PEERMEM_AT_BOOT,
+              mode="644", _if=lambda: mode == "peermem")
+    files.file(name=f"No {PEERMEM_MODULE} at boot ({mode})", path=PEERMEM_AT_BOOT, present=False,
+               _if=lambda: mode != "peermem")
+    if mode == "peermem" and not host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE):
+        server.shell(name=f"Load {PEERMEM_MODULE} now", commands=[f"modprobe {PEERMEM_MODULE}"], _if=driver_loaded)

@@ -1,0 +1,99 @@
+"""The NVLink fabric between a host's GPUs and, on GB200/GB300, across trays.
+
+NVSwitch boards need fabric manager at the driver's exact version; NVLink 5 switch trays (Blackwell
+HGX) also need NVIDIA's NVLink subnet manager, which fabric manager starts; GPUs in a multi-node
+NVLink domain share memory across trays only through nvidia-imex, configured with the domain's nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import apt, files, systemd
+
+from ..facts.nvidia import FabricManager, NvSwitches
+from ..operations import packages
+from ..spec import model_host_spec
+from ..spec.host import GpuHostSpec
+from . import fleet
+
+FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
+NVLINK_SUBNET_MANAGER_PACKAGE = "nvlsm"
+IMEX_SERVICE = "nvidia-imex"
+IMEX_NODES_FILE = "/etc/nvidia-imex/nodes_config.cfg"
+
+
+def fabric_manager_package(spec: GpuHostSpec) -> str:
+    """R580 renamed nvidia-fabricmanager-<branch> to plain nvidia-fabricmanager."""
+    return "nvidia-fabricmanager" if spec.driver_branch >= 580 else f"nvidia-fabricmanager-{spec.driver_branch}"
+
+
+def imex_package(spec: GpuHostSpec) -> str:
+    """Named like fabric manager: nvidia-imex from R580, nvidia-imex-<branch> before."""
+    return "nvidia-imex" if spec.driver_branch >= 580 else f"nvidia-imex-{spec.driver_branch}"
+
+
+def fabric_manager_wanted(spec: GpuHostSpec, switches_on_pci: bool) -> bool:
+    """Data decides when it says on or off; auto: NVSwitches on PCI (Hopper) or on the board (NVLink 5
+    switch trays do not show on PCI)."""
+    if spec.fabric_manager != "auto":
+        return spec.fabric_manager == "on"
+    return switches_on_pci or spec.nvswitch_expected
+
+
+def wants_fabric_manager(spec: GpuHostSpec) -> bool:
+    """fabric_manager_wanted for this host; a Hopper baseboard whose NVSwitches do not show stops the deploy."""
+    switches_on_pci = bool(host.get_fact(NvSwitches))
+    if spec.fabric_manager == "auto" and spec.nvswitch_expected and not switches_on_pci \
+            and spec.gpu_architecture == "Hopper":
+        raise DeployError(f"{host.name}: hardware_profile {spec.hardware_profile!r} has NVSwitches but lspci shows "
+                          "none; check the baseboard (or set fabric_manager) before deploying")
+    return fabric_manager_wanted(spec, switches_on_pci)
+
+
+def fabric_packages(spec: GpuHostSpec, fabric_manager: bool) -> list[str]:
+    """The NVLink fabric's packages, which move with the driver release: pinned, installed and held with it."""
+    names = []
+    if fabric_manager:
+        names.append(fabric_manager_package(spec))
+        if spec.board.nvlink_subnet_manager:
+            names.append(NVLINK_SUBNET_MANAGER_PACKAGE)
+    if spec.board.nvlink_domain:
+        names.append(imex_package(spec))
+    return names
+
+
+def imex_nodes(spec: GpuHostSpec) -> list[str]:
+    """The addresses of this host's NVLink domain, in inventory order (the tray alone when data names none)."""
+    if spec.nvlink_domain is None:
+        return [model_host_spec(host).address_for_peers(host.name)]
+    members = fleet.members(lambda other: other.data.get("nvlink_domain") == spec.nvlink_domain)
+    return [model_host_spec(member).address_for_peers(member.name) for member in members]
+
+
+def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_loaded: Callable[[], bool]) -> None:
+    """Fabric manager (with NVLSM on NVLink 5) or none, and IMEX on NVLink domain trays, at `version`."""
+    fabric = fabric_packages(spec, fabric_manager)
+    moved = apt.packages(name=f"Install the NVLink fabric's packages at the driver's version ({', '.join(fabric)})",
+                         packages=[f"{name}={version}" for name in fabric], allow_downgrades=True,
+                         extra_install_args="--allow-change-held-packages") if fabric else None
+    if fabric:
+        packages.held(name="Hold the NVLink fabric's packages", packages=fabric)
+    if fabric_manager:
+        systemd.service(name="Enable fabric manager", service=FABRIC_MANAGER_SERVICE, running=True, enabled=True,
+                        _if=driver_loaded)
+        # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
+        systemd.service(name="Restart fabric manager on its new version", service=FABRIC_MANAGER_SERVICE,
+                        restarted=True, _if=lambda: moved.did_change() and driver_loaded())
+    elif host.get_fact(FabricManager)["installed_version"] is not None:
+        systemd.service(name="Fabric manager off, as data says", service=FABRIC_MANAGER_SERVICE, running=False,
+                        enabled=False)
+    if spec.board.nvlink_domain:
+        nodes = files.put(name="IMEX: the nodes of this NVLink domain", src=StringIO("\n".join(imex_nodes(spec)) + "\n"),
+                          dest=IMEX_NODES_FILE, mode="644")
+        systemd.service(name="Enable IMEX", service=IMEX_SERVICE, running=True, enabled=True, _if=driver_loaded)
+        systemd.service(name="Restart IMEX on its new version or nodes", service=IMEX_SERVICE, restarted=True,
+                        _if=lambda: (moved.did_change() or nodes.did_change()) and driver_loaded())
