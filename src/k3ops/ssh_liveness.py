@@ -1,20 +1,32 @@
-"""Notice a host that stops answering: SSH keepalives plus the kernel's TCP time limits on one connection.
+"""Notice a host that stops answering, and let it fail alone.
 
-An SSH keepalive alone only queues a packet; it is the TCP user timeout (unacknowledged data older than
-the limit aborts the connection) that turns silence into an error, which paramiko raises to the command
-waiting on it. Used by pyinfra's connections in a deploy and by k3ops' own (checks, status commands).
+The kernel's TCP keepalives probe an idle connection and its TCP user timeout aborts one whose data goes
+unacknowledged: either way the SSH transport's read fails with ETIMEDOUT, an OSError, which pyinfra treats
+as that host's failure. Paramiko's own keepalive is left off: its send fails first and paramiko reports
+that as EOFError, which pyinfra does not expect and which would end the whole run.
+
+pyinfra also ends the run on any error raised while a host's deploy code runs (its facts are read then),
+so a top-level deploy is `watched`: a connection error there fails that host alone, as does an error
+that follows from the default facts pyinfra returns for a host it has already failed.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import socket
+
+from paramiko import SSHException
+from pyinfra import host
 
 from .spec.connection import ConnectionSpec
 
+CONNECTION_ERRORS = (OSError, EOFError, SSHException)
+logger = logging.getLogger("pyinfra")
+
 
 def keep_alive(transport, spec: ConnectionSpec) -> None:
-    """Keepalives every `ssh_keepalive_seconds`; the connection fails after `ssh_lost_after_seconds` unanswered."""
-    transport.set_keepalive(spec.ssh_keepalive_seconds)
+    """Probes after `ssh_keepalive_seconds` idle; the connection fails after `ssh_lost_after_seconds` unanswered."""
     sock = transport.sock
     if not isinstance(sock, socket.socket) or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return  # a ProxyCommand or jump host's channel: the connection to the first hop carries the limits
@@ -26,11 +38,33 @@ def keep_alive(transport, spec: ConnectionSpec) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, spec.ssh_lost_after_seconds * 1000)
 
 
-def watch_connection(host) -> None:
+def watch_connection(target) -> None:
     """Put the limits of the host's data on its pyinfra SSH connection (other connectors have none to set)."""
     from pyinfra.connectors.ssh import SSHConnector
 
-    client = getattr(host.connector, "client", None) if isinstance(host.connector, SSHConnector) else None
+    client = getattr(target.connector, "client", None) if isinstance(target.connector, SSHConnector) else None
     transport = client.get_transport() if client is not None else None
     if transport is not None:
-        keep_alive(transport, ConnectionSpec.model_validate(host.data.dict()))
+        keep_alive(transport, ConnectionSpec.model_validate(target.data.dict()))
+
+
+def watched(deploy_function):
+    """A top-level deploy whose host, lost while its deploy code runs, fails alone and the others go on."""
+    @functools.wraps(deploy_function)
+    def run(*args, **kwargs):
+        current = host._get_module()  # the host itself, not pyinfra's context proxy
+        if current in current.state.failed_hosts:
+            return None  # lost already (in an earlier deploy of this run): nothing more to ask it
+        watch_connection(current)
+        try:
+            return deploy_function(*args, **kwargs)
+        except Exception as error:
+            already_failed = current in current.state.failed_hosts
+            if not (already_failed or isinstance(error, CONNECTION_ERRORS)):
+                raise
+            if not already_failed:
+                current.log_styled(f"Error: connection lost ({type(error).__name__}: {error}); this host fails, "
+                                   "the others go on", fg="red", log_func=logger.error)
+                current.state.fail_hosts({current})
+            return None
+    return run

@@ -6,16 +6,16 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from ..spec import host_spec
-from ..ssh_liveness import watch_connection
+from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime
 from .nvidia import nvidia
 from .rocm import rocm
 
 
+@watched
 @deploy("GPU host")
 def gpu_host() -> None:
-    watch_connection(host)
     spec = host_spec(host)
     base()
     if spec.gpu_vendor is not None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pyinfra import host
 from pyinfra.api import deploy
 
-from ..ssh_liveness import watch_connection
+from ..ssh_liveness import watched
 from .gpu_host import gpu_host
 from .model import model
 from .serving import serving
 
 
+@watched
 @deploy("Kimi K3")
 def k3() -> None:
-    watch_connection(host)
     gpu_host()
     model()
     serving()

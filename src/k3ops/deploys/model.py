@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pyinfra import host
 from pyinfra.api import deploy
 
-from ..ssh_liveness import watch_connection
+from ..ssh_liveness import watched
 from .checkpoint import checkpoint
 from .model_cache import model_cache
 
 
+@watched
 @deploy("Model")
 def model() -> None:
-    watch_connection(host)
     model_cache()
     checkpoint()

@@ -22,15 +22,15 @@ from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, 
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
 from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
-from ..ssh_liveness import watch_connection
+from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
 
 
+@watched
 @deploy("Engine")
 def serving() -> None:
-    watch_connection(host)
     spec, model_host = host_spec(host), model_host_spec(host)
     engine = EngineHostSpec.model_validate(host.data.dict()).engine
     if engine is None:

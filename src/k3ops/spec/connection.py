@@ -11,12 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ConnectionSpec(BaseModel):
-    """SSH keepalives and the silence after which a host counts as lost (and fails, while the others go on)."""
+    """Keepalives on the SSH connection and the silence after which a host counts as lost (and fails, while
+    the others go on)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     ssh_keepalive_seconds: int = Field(
-        10, ge=1, le=300, description="send an SSH keepalive after this many seconds without traffic")
+        10, ge=1, le=300, description="probe the SSH connection (TCP keepalive) after this many seconds without traffic")
     ssh_lost_after_seconds: int = Field(
         60, ge=10, le=3600,
         description="a host whose SSH connection goes unanswered this long is lost: its run fails, the others go on")
