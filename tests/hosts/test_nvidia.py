@@ -13,6 +13,7 @@ from k3ops.facts.kernel import KernelModuleLoaded
 from k3ops.facts.network import RdmaNics
 from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
+from k3ops.spec.model import ModelHostSpec
 
 pytestmark = pytest.mark.applies_to("nvidia")
 
@@ -79,8 +80,7 @@ def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
     assert installed == package_version(spec)
     assert host.service(IMEX_SERVICE).is_running and host.service(IMEX_SERVICE).is_enabled
     nodes = host.file(IMEX_NODES_FILE).content_string.split()
-    address = host.inventory_data.get("peer_address") or host.inventory_data.get("ssh_hostname") or host.inventory_name
-    assert address in nodes
+    assert ModelHostSpec.model_validate(host.inventory_data).address_for_peers(host.inventory_name) in nodes
 
 
 def test_gpudirect_rdma_reaches_the_nics(host, spec):

@@ -26,10 +26,15 @@ def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def pyinfra_command(*args: str, inventory: str = "inventory/lab/hosts.py") -> list[str]:
+    """The real pyinfra command line on a lab inventory, run from the repository's root."""
+    return [str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, *args]
+
+
 def pyinfra(*args: str, inventory: str = "inventory/lab/hosts.py", env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real pyinfra command line on a lab inventory (`env`: added to this process's environment)."""
-    return subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
+    """Run `pyinfra_command` to its end (`env`: added to this process's environment)."""
+    return subprocess.run(pyinfra_command(*args, inventory=inventory), cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
 
 
 def lab_inventory(path: Path, **changes) -> str:

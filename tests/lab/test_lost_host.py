@@ -4,16 +4,14 @@ serves, the summary names the lost host, and a rerun once it is back converges."
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 from k3ops.lab import hub
 from k3ops.spec.connection import ConnectionSpec
 
 from ..conftest import REPO_ROOT
-from .conftest import COMMAND_TIMEOUT, k3ops, on_host, pyinfra
+from .conftest import COMMAND_TIMEOUT, k3ops, on_host, pyinfra, pyinfra_command
 
 LAB_PROFILES = ("h200x8", "h200x8")
 LOST, SURVIVOR = "gpu-02", "gpu-01"
@@ -57,9 +55,8 @@ def installing(host: str) -> bool:
 
 
 def test_a_host_cut_mid_deploy_fails_alone_and_a_rerun_converges(lab):
-    process = subprocess.Popen([str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory/lab/hosts.py",
-                                "deploys/k3.py"], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+    process = subprocess.Popen(pyinfra_command("deploys/k3.py"), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     output = TimedOutput(process)
     try:
         wait_for(lambda: installing(LOST), 300, f"an apt install on {LOST}")

@@ -15,9 +15,9 @@ from k3ops.facts.nvidia import (
     NvidiaGpus,
     NvidiaKernelModule,
     NvidiaUserspaceVersion,
-    PCI_DEVICES,
     NvSwitches,
 )
+from k3ops.facts.util import PCI_DEVICES
 from k3ops.lab.profiles import PROFILES
 from k3ops.lab.sim import boot, nvidia_ctk, nvidia_smi
 from k3ops.lab.sim.host import NVML_LIBRARY

@@ -35,12 +35,13 @@ def kernel_supports_dmabuf(release: str) -> bool:
 
 def gpudirect_rdma(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
     mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
-    if mode == "dmabuf" and not kernel_supports_dmabuf(host.get_fact(KernelVersion)):
+    if mode == "dmabuf" and not kernel_supports_dmabuf(kernel := host.get_fact(KernelVersion)):
         raise DeployError(f"{host.name}: gpudirect_rdma: 'dmabuf' needs Linux 5.12 or later; this host runs "
-                          f"{host.get_fact(KernelVersion)} (use 'peermem')")
+                          f"{kernel} (use 'peermem')")
+    if mode != "peermem":
+        files.file(name=f"No {PEERMEM_MODULE} at boot ({mode})", path=PEERMEM_AT_BOOT, present=False)
+        return
     files.put(name=f"Load {PEERMEM_MODULE} at every boot", src=StringIO(f"{PEERMEM_MODULE}\n"), dest=PEERMEM_AT_BOOT,
-              mode="644", _if=lambda: mode == "peermem")
-    files.file(name=f"No {PEERMEM_MODULE} at boot ({mode})", path=PEERMEM_AT_BOOT, present=False,
-               _if=lambda: mode != "peermem")
-    if mode == "peermem" and not host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE):
+              mode="644")
+    if not host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE):
         server.shell(name=f"Load {PEERMEM_MODULE} now", commands=[f"modprobe {PEERMEM_MODULE}"], _if=driver_loaded)

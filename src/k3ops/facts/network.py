@@ -7,12 +7,12 @@ import re
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-PCI_DEVICES = "/sys/bus/pci/devices"
+from .util import pci_bus_ids, pci_functions_command
+
 # NVIDIA (Mellanox) ConnectX and BlueField adapters: every one speaks RDMA, over InfiniBand (PCI class
 # 0207) or Ethernet as RoCE (0200).
 RDMA_NIC_VENDORS = ("0x15b3",)
 RDMA_NIC_CLASSES = ("0x0207", "0x0200")
-PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 # One line of `ss -Hltn`: state, receive and send queues, local address:port, peer address:port.
 SS_LISTEN_REGEX = r"^LISTEN\s+\d+\s+\d+\s+(?P<address>\S+):(?P<port>\d+)\s"
 
@@ -52,13 +52,10 @@ class RdmaNics(FactBase[list[str]]):
         ["0000:19:00.0", "0000:2b:00.0"]
     """
 
-    command = (f"for device in {PCI_DEVICES}/*; do "
-               f"case \"$(cat \"$device/vendor\")\" in {'|'.join(RDMA_NIC_VENDORS)}) ;; *) continue;; esac; "
-               f"case \"$(cat \"$device/class\")\" in {'|'.join(c + '*' for c in RDMA_NIC_CLASSES)}) "
-               "echo \"${device##*/}\";; esac; done 2>/dev/null; true")
+    command = pci_functions_command(RDMA_NIC_VENDORS, RDMA_NIC_CLASSES)
 
     default = list
 
     @override
     def process(self, output):
-        return sorted(line.strip() for line in output if re.match(PCI_BUS_ID_REGEX, line.strip()))
+        return pci_bus_ids(output)

@@ -8,6 +8,8 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
+from .util import pci_bus_ids, pci_functions_command
+
 GPU_QUERY_FIELDS = "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode"
 # One row of `--query-gpu=GPU_QUERY_FIELDS --format=csv,noheader,nounits`.
 GPU_ROW_REGEX = (
@@ -25,8 +27,6 @@ NVIDIA_SMI_FAILURES = {
 # A proprietary (non-GPL) module taints the kernel with P; the open module does not.
 PROPRIETARY_TAINT = "P"
 NVML_LIBRARY_REGEX = r"/libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$"
-PCI_DEVICES = "/sys/bus/pci/devices"
-PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 NVIDIA_PCI_VENDOR = "0x10de"
 NVSWITCH_PCI_CLASS = "0x0680"
 # `dpkg-query` lines of an installed Fabric Manager: nvidia-fabricmanager (580+) or -<branch> (before).
@@ -160,16 +160,13 @@ class NvSwitches(FactBase[list[str]]):
     """
 
     # NVIDIA's vendor id, PCI class 0680 (other bridge): the NVSwitch, not the GPUs (class 03xx).
-    command = (f"for device in {PCI_DEVICES}/*; do "
-               f"[ \"$(cat \"$device/vendor\")\" = {NVIDIA_PCI_VENDOR} ] || continue; "
-               f"case \"$(cat \"$device/class\")\" in {NVSWITCH_PCI_CLASS}*) echo \"${{device##*/}}\";; esac; "
-               "done 2>/dev/null; true")
+    command = pci_functions_command((NVIDIA_PCI_VENDOR,), (NVSWITCH_PCI_CLASS,))
 
     default = list
 
     @override
     def process(self, output):
-        return sorted(line.strip() for line in output if re.match(PCI_BUS_ID_REGEX, line.strip()))
+        return pci_bus_ids(output)
 
 
 class FabricManager(FactBase[dict]):

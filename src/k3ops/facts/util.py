@@ -7,6 +7,8 @@ import re
 
 from pyinfra.api.exceptions import FactProcessError
 
+PCI_DEVICES = "/sys/bus/pci/devices"
+PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 # The kernel splits its command line at spaces outside double quotes (lib/cmdline.c, next_arg).
 KERNEL_WORD_REGEX = r'(?:[^\s"]|"[^"]*")+'
 
@@ -27,3 +29,17 @@ def json_document(output: list[str], what: str):
         return json.loads("\n".join(output) or "{}")
     except json.JSONDecodeError as error:
         raise FactProcessError(f"{what} is not valid JSON ({error})") from error
+
+
+def pci_functions_command(vendors: tuple[str, ...], classes: tuple[str, ...]) -> str:
+    """A sysfs walk that prints the bus id of every PCI function of one of `vendors` (0x10de) whose class
+    starts with one of `classes` (0x0680): it needs no tool a deploy has yet to install."""
+    return (f"for device in {PCI_DEVICES}/*; do "
+            f"case \"$(cat \"$device/vendor\")\" in {'|'.join(vendors)}) ;; *) continue;; esac; "
+            f"case \"$(cat \"$device/class\")\" in {'|'.join(c + '*' for c in classes)}) "
+            "echo \"${device##*/}\";; esac; done 2>/dev/null; true")
+
+
+def pci_bus_ids(output: list[str]) -> list[str]:
+    """The bus ids a `pci_functions_command` printed, sorted."""
+    return sorted(line.strip() for line in output if re.match(PCI_BUS_ID_REGEX, line.strip()))
