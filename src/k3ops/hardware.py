@@ -27,6 +27,10 @@ class BoardProfile:
     nvlink_subnet_manager: bool = False
     # GPUs in a multi-node NVLink domain (GB200/GB300 NVL72 trays): memory across trays needs nvidia-imex
     nvlink_domain: bool = False
+    # The compute fabric's RDMA NIC ports (InfiniBand or RoCE), one per GPU on these boards, and the rate each
+    # must link at: what the fabric pre-checks expect of a host before NCCL runs across hosts.
+    rdma_ports: int = 0
+    rdma_rate_gbps: int = 0
 
 
 GPU_MODELS: dict[str, GpuModel] = {
@@ -52,14 +56,21 @@ ROCM_MINIMUM_BY_ARCHITECTURE: dict[str, str] = {"CDNA3": "6.0.0", "CDNA4": "7.0.
 BOARD_PROFILES: dict[str, BoardProfile] = {
     profile.name: profile
     for profile in (
-        BoardProfile("h100x8", "NVIDIA H100 80GB HBM3", 8, nvswitch=True),
-        BoardProfile("h200x8", "NVIDIA H200", 8, nvswitch=True),
-        BoardProfile("b200x8", "NVIDIA B200", 8, nvswitch=True, nvlink_subnet_manager=True),
-        BoardProfile("b300x8", "NVIDIA B300 SXM6 AC", 8, nvswitch=True, nvlink_subnet_manager=True),
-        BoardProfile("gb200x4", "NVIDIA GB200", 4, nvswitch=False, nvlink_domain=True),
-        BoardProfile("gb300x4", "NVIDIA GB300", 4, nvswitch=False, nvlink_domain=True),
-        BoardProfile("mi300x8", "AMD Instinct MI300X", 8, nvswitch=False),
-        BoardProfile("mi355x8", "AMD Instinct MI355X", 8, nvswitch=False),
+        # HGX H100/H200/B200 reference designs: eight ConnectX-7 NDR 400 Gb/s ports (one per GPU).
+        BoardProfile("h100x8", "NVIDIA H100 80GB HBM3", 8, nvswitch=True, rdma_ports=8, rdma_rate_gbps=400),
+        BoardProfile("h200x8", "NVIDIA H200", 8, nvswitch=True, rdma_ports=8, rdma_rate_gbps=400),
+        BoardProfile("b200x8", "NVIDIA B200", 8, nvswitch=True, nvlink_subnet_manager=True, rdma_ports=8,
+                     rdma_rate_gbps=400),
+        # B300 boards ship ConnectX-8 (800 Gb/s) as well; a fleet of those raises its thresholds in group data.
+        BoardProfile("b300x8", "NVIDIA B300 SXM6 AC", 8, nvswitch=True, nvlink_subnet_manager=True, rdma_ports=8,
+                     rdma_rate_gbps=400),
+        BoardProfile("gb200x4", "NVIDIA GB200", 4, nvswitch=False, nvlink_domain=True, rdma_ports=4,
+                     rdma_rate_gbps=400),
+        BoardProfile("gb300x4", "NVIDIA GB300", 4, nvswitch=False, nvlink_domain=True, rdma_ports=4,
+                     rdma_rate_gbps=400),
+        # AMD's MI300X/MI355X platforms: eight 400 Gb/s backend NICs (AMD system-acceptance docs: "400000").
+        BoardProfile("mi300x8", "AMD Instinct MI300X", 8, nvswitch=False, rdma_ports=8, rdma_rate_gbps=400),
+        BoardProfile("mi355x8", "AMD Instinct MI355X", 8, nvswitch=False, rdma_ports=8, rdma_rate_gbps=400),
         BoardProfile("cpu", None, 0, nvswitch=False),
     )
 }

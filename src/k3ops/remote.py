@@ -35,9 +35,17 @@ class RemoteHost:
         self.name, self.data, self._client = target.name, target.data, client
 
     def run(self, command: str) -> tuple[bool, str, str]:
+        status, out, err = self.run_status(command)
+        return status == 0, out, err
+
+    def run_status(self, command: str) -> tuple[int, str, str]:
+        """The command's exit status, stdout and stderr."""
         _, stdout, stderr = self._client.exec_command(as_root(command))
-        out, err = stdout.read().decode(), stderr.read().decode()
-        return stdout.channel.recv_exit_status() == 0, out, err
+        out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
+        return stdout.channel.recv_exit_status(), out, err
+
+    def close(self) -> None:
+        self._client.close()
 
     def check_output(self, command: str) -> str:
         ok, out, err = self.run(command)

@@ -37,15 +37,19 @@ def pyinfra(*args: str, inventory: str = "inventory/lab/hosts.py", env: dict | N
                           timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
 
 
-def lab_inventory(path: Path, **changes) -> str:
-    """An inventory file: the lab's, with `changes` to every host's data (dict values are merged)."""
+def lab_inventory(path: Path, per_host: dict[str, dict] | None = None, **changes) -> str:
+    """An inventory file: the lab's, with `changes` to every host's data (dict values are merged into the lab's)
+    and `per_host` values replacing some hosts' (None removes a key)."""
     path.write_text(
         "from k3ops.lab.inventory import groups\n"
         "from k3ops.spec import validate_inventory\n\n"
         f"CHANGES = {changes!r}\n"
-        "globals().update({profile: [(name, {**data, **{key: {**data[key], **value} if isinstance(value, dict) else value\n"
-        "                                               for key, value in CHANGES.items()}})\n"
-        "                            for name, data in hosts]\n"
+        f"PER_HOST = {per_host or {}!r}\n\n"
+        "def changed(data, name):\n"
+        "    merged = {**data, **{key: {**data[key], **value} if isinstance(value, dict) else value\n"
+        "                         for key, value in CHANGES.items()}, **PER_HOST.get(name, {})}\n"
+        "    return {key: value for key, value in merged.items() if value is not None}\n\n"
+        "globals().update({profile: [(name, changed(data, name)) for name, data in hosts]\n"
         "                  for profile, hosts in groups().items()})\n"
         "validate_inventory(__file__)\n")
     return str(path)

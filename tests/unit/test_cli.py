@@ -109,3 +109,18 @@ def test_validate_refuses_a_host_defined_twice_and_two_hosts_at_one_address(tmp_
         "  gpu-03: ssh_hostname: 192.0.2.2 port 22 is also the SSH address of gpu-02; each inventory host must be a "
         "machine of its own",
     ]
+
+
+def test_nccl_check_refuses_bad_data_and_an_unknown_limit_before_connecting(tmp_path):
+    """The hosts' addresses are unroutable (TEST-NET-1): reaching for one would hang or fail differently."""
+    inventory = tmp_path / "fleet.py"
+    inventory.write_text(
+        'hgx = [("gpu-01", {"ssh_hostname": "192.0.2.1", "hardware_profile": "h200x8",'
+        ' "nccl_thresholds": {"cluster_all_reduce": 0}}),\n'
+        '       ("gpu-02", {"ssh_hostname": "192.0.2.2", "hardware_profile": "h200x8"})]\n')
+    result = run("nccl", "check", str(inventory))
+    assert result.returncode == 1
+    assert "gpu-01: nccl_thresholds: cluster_all_reduce: 0.0 GB/s is not a bandwidth" in result.stderr
+    inventory.write_text('hgx = [("gpu-01", {"ssh_hostname": "192.0.2.1", "hardware_profile": "h200x8"})]\n')
+    result = run("nccl", "check", str(inventory), "--limit", "gpu-09")
+    assert result.returncode == 1 and "--limit: 'gpu-09' matches no host of" in result.stderr

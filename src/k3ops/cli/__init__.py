@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import check, lab, model, serve, validate
+from . import check, lab, model, nccl, serve, validate
 
-VERBS = (lab, validate, check, model, serve)
+VERBS = (lab, validate, check, nccl, model, serve)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -19,9 +19,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pyinfra.api.exceptions import InventoryError
+
     args = parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (RuntimeError, ValueError) as error:
+    except (RuntimeError, ValueError, InventoryError) as error:  # an inventory that validates itself raises the last
         print(f"k3ops {args.command}: {error}", file=sys.stderr)
         return 1

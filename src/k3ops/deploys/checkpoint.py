@@ -9,8 +9,6 @@ against the Hub's digests before it activates it.
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
 from io import StringIO
 from os import environ
 from pathlib import Path
@@ -28,12 +26,12 @@ from ..operations import checkpoint as checkpoint_operations
 from ..spec import host_spec, model_host_spec
 from ..spec.model import ModelHostSpec
 from . import TEMPLATES, fleet
+from .fleet_keys import ensure_fleet_key
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
 
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
 GIB = 1024**3
-PEER_KEY_LOCK = threading.Lock()
 RRSYNC = "/usr/bin/rrsync"  # rsync's restricted mode, shipped with Debian's rsync
 
 
@@ -83,7 +81,7 @@ def fetcher_environment(model_host: ModelHostSpec) -> None:
 def peer_access(model_host: ModelHostSpec, user: str) -> None:
     """Hosts copy from each other as PEER_USER with the fleet's key, which may only read the cache."""
     private_key = Path(model_host.model_peer_key).expanduser()
-    ensure_peer_key(private_key)
+    ensure_fleet_key(private_key, layout.PEER_KEY_NAME)
     server.user(name=f"Peer copy user {PEER_USER}", user=PEER_USER, system=True, shell="/bin/sh",
                 home=layout.home(PEER_USER), create_home=True)
     files.directory(name=f"Directory ~{PEER_USER}/.ssh", path=f"{layout.home(PEER_USER)}/.ssh", user=PEER_USER,
@@ -103,19 +101,6 @@ def peer_access(model_host: ModelHostSpec, user: str) -> None:
 def authorized_keys_option(command: str) -> str:
     """A forced command as an authorized_keys option value: sshd unescapes only \\" inside the quotes."""
     return '"' + command.replace('"', '\\"') + '"'
-
-
-def ensure_peer_key(path: Path) -> None:
-    """Make the fleet's peer-copy key on the controller the first time (an ed25519 key, no passphrase).
-
-    pyinfra prepares hosts concurrently (greenlets: its CLI patches threading), so the first hosts of a
-    fresh fleet race to make the key; the lock lets one make it and the others read it.
-    """
-    with PEER_KEY_LOCK:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", layout.PEER_KEY_NAME, "-f",
-                            str(path)], check=True)
 
 
 def token() -> None:

@@ -1,4 +1,5 @@
-"""The whole GPU host: the base, a container runtime, then the vendor's driver stack the host's spec names."""
+"""The whole GPU host: the base, a container runtime, the vendor's driver stack the host's spec names, then
+the tools that check its fabric."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ..spec import host_spec
 from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime
+from .nccl_tests import nccl_tests
 from .nvidia import nvidia
 from .rocm import rocm
 
@@ -24,3 +26,4 @@ def gpu_host() -> None:
         nvidia()
     elif spec.gpu_vendor == "amd":
         rocm()
+    nccl_tests()

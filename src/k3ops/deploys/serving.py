@@ -17,11 +17,14 @@ from pyinfra.operations.util import any_changed
 from ..engines.recipes import Recipe, recipe
 from ..engines.units import unit_names, unit_variables
 from ..facts.engine import EngineState
+from ..facts.fabric_check import LastFabricCheck
+from ..nccl.results import gate_refusal
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
 from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
+from ..spec.fabric import FabricCheckSpec
 from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
@@ -37,6 +40,8 @@ def serving() -> None:
         host.noop("no engine in this host's data")
         return
     found = recipe(engine.recipe, spec.hardware_profile)
+    if engine.cluster is not None:
+        fabric_gate(engine.cluster)
     model_dir = layout.model_dir(model_host.model_cache_path, model_host.model.name)
     rank, head = cluster_position(engine)
     values = unit_variables(found=found, engine=engine, served_name=model_host.model.name, model_dir=model_dir,
@@ -77,6 +82,18 @@ def serving() -> None:
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
                                 health_url=values["health_url"], models_url=values["models_url"],
                                 served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)
+
+
+def fabric_gate(cluster: str) -> None:
+    """A multi-node engine starts only on a fabric its hosts' last check passed, on the driver they run now."""
+    if FabricCheckSpec.model_validate(host.data.dict()).nccl_gate == "off":
+        host.noop(f"fabric gate off (nccl_gate): cluster {cluster} starts without a passing fabric check")
+        return
+    members = cluster_members(cluster, [(member.name, member.data.dict()) for member in fleet.members(lambda _: True)])
+    refusal = gate_refusal(host.name, cluster, members, host_spec(host), host.get_fact(LastFabricCheck))
+    if refusal:
+        raise DeployError(refusal)
+    host.noop(f"fabric check passed for cluster {cluster} on this driver")
 
 
 def llama_server(engine: EngineSpec) -> None:

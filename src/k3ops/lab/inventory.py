@@ -32,6 +32,7 @@ def repositories() -> dict[str, dict[str, str]]:
                    "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
         "rocm": {"url": f"{base}/rocm/apt/{{rocm_release}}", "suite": vendor_repo.AMD_SUITE,
                  "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
+        "doca": {"url": f"{base}/{vendor_repo.DOCA_REPO_PATH}/", "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[3]}"},
     }
 
 
@@ -50,6 +51,7 @@ def host_data(host: state.LabHost) -> dict:
         "hf_endpoint": hub.hub_url(),
         "python_find_links": wheelhouse.url(),
         "model_peer_key": str(state.CACHE_DIR / "ssh" / "peer_ed25519"),
+        "nccl_mpi_key": str(state.CACHE_DIR / "ssh" / "nccl_ed25519"),
         "model_cache_headroom_gib": LAB_HEADROOM_GIB,
         "model_peer_wait_seconds": LAB_PEER_WAIT_SECONDS,
         "engine": {

@@ -29,6 +29,15 @@ DOCA_VERSION = "3.1.0"
 OFED_TOOLS_VERSION = "2501mlnx56-1.2501060"
 # ROCm release -> (amdgpu kernel module version, build number)
 ROCM_RELEASES = {"6.4.1": ("6.12.12", "83"), "7.0.2": ("6.14.14", "56")}
+# The RCCL each ROCm release ships (RCCL's changelog: 2.22.3 for ROCm 6.4, 2.26.6 for ROCm 7.0).
+RCCL_VERSIONS = {"6.4.1": "2.22.3", "7.0.2": "2.26.6"}
+# The rccl-tests build of each release, which its report names: the 6.4 one prints "rccl-tests: Version
+# <branch>:<commit>" (as the real MI355X capture), the 7.0 one is merged with nccl-tests 2.17 and prints
+# "# rccl-tests version 2.17.9-<branch>:<commit>" (the simulator adds the commit).
+RCCL_TESTS_BUILDS = {"6.4.1": "rocm-6.4.1", "7.0.2": "2.17.9-rocm-7.0.2"}
+# What the tests' binaries link besides NCCL/RCCL: Debian's OpenMPI (they are built with MPI=1). The
+# simulators themselves gather their ranks with mpi4py, so the packages also need python3-mpi4py.
+MPI_DEPENDS = "libopenmpi3, python3-mpi4py"
 AMD_SUITE = "noble"
 
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
@@ -191,8 +200,10 @@ def nvidia_tools_packages() -> list[Package]:
         Package("libnccl2", NCCL_VERSION, "NVIDIA Collective Communication Library (NCCL) runtime",
                 files={"/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.7": "simulated NCCL\n"},
                 links={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": "libnccl.so.2.28.7"}),
-        Package("nccl-tests", NCCL_TESTS_VERSION, "NCCL performance tests", depends="libnccl2",
-                files=tool("/usr/bin/all_reduce_perf", "all_reduce_perf")),
+        Package("nccl-tests", NCCL_TESTS_VERSION, "NCCL performance tests (MPI build)",
+                depends=f"libnccl2, {MPI_DEPENDS}",
+                files={**tool("/usr/bin/all_reduce_perf", "nccl_tests", "nccl_all_reduce_main"),
+                       **tool("/usr/bin/alltoall_perf", "nccl_tests", "nccl_alltoall_main")}),
     ]
 
 
@@ -240,6 +251,15 @@ def rocm_packages(release: str) -> tuple[list[Package], list[Package]]:
                 links={"/usr/bin/amd-smi": f"{prefix}/bin/amd-smi"}),
         Package("rocm", rocm_version, "Radeon Open Compute (ROCm) software stack meta package",
                 depends=", ".join(f"{name} (= {rocm_version})" for name in ("rocm-core", "rocm-smi-lib", "amd-smi-lib"))),
+        Package("rccl", rocm_version, "ROCm Communication Collectives Library", depends="rocm-core",
+                files={f"{prefix}/lib/librccl.so.1.0.{number}": f"simulated RCCL {RCCL_VERSIONS[release]}\n",
+                       **version_marker("rccl", RCCL_VERSIONS[release])},
+                links={f"{prefix}/lib/librccl.so.1": f"librccl.so.1.0.{number}"}),
+        Package("rccl-tests", rocm_version, "RCCL performance tests (MPI build)",
+                depends=f"rccl (= {rocm_version}), {MPI_DEPENDS}",
+                files={**tool(f"{prefix}/bin/all_reduce_perf", "nccl_tests", "rccl_all_reduce_main"),
+                       **tool(f"{prefix}/bin/alltoall_perf", "nccl_tests", "rccl_alltoall_main"),
+                       f"{VERSION_MARKERS}/rccl-tests": RCCL_TESTS_BUILDS[release] + "\n"}),
     ]
     return amdgpu, rocm
 

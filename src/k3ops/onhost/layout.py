@@ -26,6 +26,15 @@ PEER_USER = "k3ops-peer"  # peers log in as this user to copy the model cache, r
 PEER_KEY_NAME = "k3ops-peers"  # the fleet's peer-copy key, in the service user's ~/.ssh
 USERS_HOME = "/var/lib"
 PEER_AUTHORIZED_KEYS = f"{USERS_HOME}/{PEER_USER}/.ssh/authorized_keys"  # the key, confined to rrsync -ro
+# The fabric check's MPI runs: an unprivileged user of their own, which hosts of the fleet reach with the
+# fleet's MPI key (from their addresses only), and the last check's result on each host.
+NCCL_USER = "k3ops-nccl"
+NCCL_KEY = f"{USERS_HOME}/{NCCL_USER}/.ssh/id_ed25519"
+NCCL_AUTHORIZED_KEYS = f"{USERS_HOME}/{NCCL_USER}/.ssh/authorized_keys"
+NCCL_KNOWN_HOSTS = f"{USERS_HOME}/{NCCL_USER}/.ssh/known_hosts"  # the run's hosts, written by each check
+NCCL_KEY_NAME = "k3ops-nccl"
+FABRIC_CHECK_DIR = "/var/lib/k3ops/fabric"
+FABRIC_CHECK_RESULT = f"{FABRIC_CHECK_DIR}/last-check.json"
 
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"

@@ -16,10 +16,11 @@ from pyinfra.api.exceptions import InventoryError
 
 from .connection import ConnectionSpec
 from .engine import EngineHostSpec, cluster_errors, controller_errors
+from .fabric import FabricCheckSpec
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, ConnectionSpec)
+SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, ConnectionSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 

@@ -15,7 +15,7 @@ import stat
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..engines.recipes import RECIPES, RecipeError, arguments, recipe
-from .forms import HttpUrl, PlainText, not_placeholder, plain, relative_path
+from .forms import HttpUrl, PlainText, environment, not_placeholder, plain, relative_path
 
 DIGEST = r"^sha256:[0-9a-f]{64}$"
 SHA256 = r"^[0-9a-f]{64}$"
@@ -114,12 +114,8 @@ class EngineSpec(BaseModel):
     @classmethod
     def _variables(cls, value: dict) -> dict:
         """Names a shell and systemd take as variables; values on one line (a newline: a new directive)."""
-        for name, setting in value.items():
-            if not ENVIRONMENT_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name (letters, digits and _, "
-                                 "not starting with a digit)")
-            plain(setting, name)
-        return value
+        return environment(value, ENVIRONMENT_NAME, "an environment variable name (letters, digits and _, not "
+                                                    "starting with a digit)")
 
     @field_validator("host")
     @classmethod

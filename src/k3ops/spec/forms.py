@@ -38,6 +38,15 @@ def plain(value: str, name: str = "") -> str:
     return value
 
 
+def environment(value: dict[str, str], names: re.Pattern, expected: str) -> dict[str, str]:
+    """Variables for a process: each name matching `names` (else: "NAME is not `expected`"), each value one line."""
+    for name, setting in value.items():
+        if not names.fullmatch(name):
+            raise ValueError(f"{name!r} is not {expected}")
+        plain(setting, name)
+    return value
+
+
 def http_url(value: str) -> str:
     """An http(s) URL whose characters are inert wherever a deploy writes it (apt sources, pip's options)."""
     if not HTTP_URL.fullmatch(value):

@@ -82,6 +82,9 @@ def vendor_repositories() -> dict[str, Repository]:
                            key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
         "docker": Repository(url="https://download.docker.com/linux/debian", suite="bookworm", component="stable",
                              key_url="https://download.docker.com/linux/debian/gpg"),
+        # NVIDIA's DOCA host repository: the RDMA tools (ibstat, ibv_devinfo) for ConnectX NICs.
+        "doca": Repository(url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/",
+                           key_url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/GPG-KEY-Mellanox.pub"),
     }
 
 
@@ -120,7 +123,7 @@ class GpuHostSpec(BaseModel):
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
                               description="system user that runs the engines and reaches the GPUs")
-    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker"], Repository] = Field(
+    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca"], Repository] = Field(
         default_factory=vendor_repositories,
         description="apt repositories by name ({url, key_url, suite}); data names only those it moves")
 

@@ -1,15 +1,19 @@
-"""Simulated nvidia-smi against real nvidia-smi captures: same borders, columns, labels and spellings."""
+"""Simulated nvidia-smi against real nvidia-smi captures: same borders, columns, labels and spellings; the
+NVLink fabric state as fabric manager leaves it, read by the fact the fabric pre-checks use."""
 
 import json
+import os
 import re
 import sys
 
 import pytest
 
-from k3ops.lab.sim import nvidia_smi
+from k3ops.facts.fabric import NvidiaFabricState
+from k3ops.lab.sim import daemons, nvidia_smi
+from k3ops.lab.sim.host import NVIDIA_MODULE_VERSION, PACKAGE_VERSIONS
 
 from ...conftest import real_output
-from ..fake_host import freeze_clock, nvidia_host, run
+from ..fake_host import freeze_clock, nvidia_host, run, write
 
 TABLE_GB300 = "nvidia-smi-table/gb300-x4_580.105.08_oci.txt"
 TABLE_H200 = "nvidia-smi-table/h200-x1_590.48.01_load_with-processes.txt"
@@ -137,14 +141,26 @@ def q_entries(text):
     return entries
 
 
+def start_fabric_manager(host, capsys, monkeypatch):
+    """Start the simulated nv-fabricmanager (and nvlsm's package) at the driver's version, as systemd would
+    after boot; it returns at once instead of serving until stopped."""
+    for package in ("nvidia-fabricmanager", "nvlsm"):
+        write(host.root, f"{PACKAGE_VERSIONS}/{package}", host.nvidia_module_version() + "\n")
+    host.path(daemons.FM_LOG).parent.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(daemons, "_serve_until_stopped", lambda cleanup=None: 0)
+    assert daemons.fabricmanager_main([], host) == 0
+    capsys.readouterr()
+
+
 def without_processes(entries):
     """The entries of a one-GPU report under a plain "GPU" heading, its Processes block left out."""
     return [(tuple("GPU" if label.startswith("GPU 0000") else label for label in path), value)
             for path, value in entries if "Processes" not in path]
 
 
-def test_q_has_the_590_layout_and_values(tmp_path, capsys):
+def test_q_has_the_590_layout_and_values(tmp_path, capsys, monkeypatch):
     host, _ = nvidia_host(tmp_path, driver="590.48.01", module="590.48.01")
+    start_fabric_manager(host, capsys, monkeypatch)  # the capture's HGX GPU is registered with the fabric
     _, out, _ = run(nvidia_smi, capsys, host, "-q", "-i", "0")
     real = without_processes(q_entries(real_output(Q_H200)))
     sim = without_processes(q_entries(out))
@@ -195,6 +211,58 @@ def test_q_display_keeps_only_the_asked_sections(tmp_path, capsys):
     sections = [path[1] for path, _ in q_entries(out) if len(path) == 2 and path[0].startswith("GPU ")]
     assert sections == ["FB Memory Usage", "BAR1 Memory Usage", "Conf Compute Protected Memory Usage", "ECC Mode",
                         "ECC Errors"]
+
+
+def fabric_states(out):
+    """Each GPU's (State, Status) in the fabric, read by the fact the NVLink pre-check runs."""
+    return {(gpu["state"], gpu["status"]) for gpu in NvidiaFabricState().process(out.splitlines())}
+
+
+@pytest.mark.parametrize("profile", ["h200x8", "b300x8"])
+def test_fabric_is_not_started_until_fabric_manager_configures_it(tmp_path, capsys, monkeypatch, profile):
+    host, hardware = nvidia_host(tmp_path, profile=profile)
+    assert NvidiaFabricState().command == "nvidia-smi -q 2>/dev/null || true"
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    facts = NvidiaFabricState().process(out.splitlines())
+    assert facts == [{"gpu": f"0000{gpu['pci_bus_id'].upper()}", "state": "Not Started", "status": "N/A"}
+                     for gpu in hardware["gpus"]]
+    fabric = [(path[2], value) for path, value in q_entries(out) if path[1:2] == ("Fabric",) and len(path) == 3]
+    assert fabric[:4] == [("State", "Not Started"), ("Status", "N/A"), ("CliqueId", "0"),
+                          ("ClusterUUID", "00000000-0000-0000-0000-000000000000")]
+    _, out, _ = run(nvidia_smi, capsys, host, "--query-gpu=fabric.state,fabric.status", "--format=csv")
+    assert out.splitlines() == ["fabric.state, fabric.status"] + ["Not Started, N/A"] * len(hardware["gpus"])
+    start_fabric_manager(host, capsys, monkeypatch)
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert fabric_states(out) == {("Completed", "Success")}
+    _, out, _ = run(nvidia_smi, capsys, host, "--query-gpu=fabric.state,fabric.status", "--format=csv,noheader")
+    assert set(out.splitlines()) == {"Completed, Success"}
+
+
+def test_registration_outlives_fabric_manager_until_the_driver_reloads(tmp_path, capsys, monkeypatch):
+    """Registered GPUs stay Completed when fabric manager stops; after a reboot loads the driver again they are
+    Not Started until fabric manager runs again."""
+    host, _ = nvidia_host(tmp_path)
+    start_fabric_manager(host, capsys, monkeypatch)  # then stopped: the simulated daemon has already returned
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert fabric_states(out) == {("Completed", "Success")}
+    logged = host.path(daemons.FM_LOG).stat().st_mtime
+    os.utime(host.path(NVIDIA_MODULE_VERSION), (logged + 60, logged + 60))  # the boot layer loads it again
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert fabric_states(out) == {("Not Started", "N/A")}
+
+
+def test_fabric_manager_that_never_configured_leaves_the_fabric_not_started(tmp_path, capsys):
+    """A log without the line fabric manager writes once it configured the NVSwitches is no registration."""
+    host, _ = nvidia_host(tmp_path, profile="b300x8")
+    write(tmp_path, daemons.FM_LOG, "[INFO] Fabric Manager version 580.105.08 is running\n")
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert fabric_states(out) == {("Not Started", "N/A")}
+
+
+def test_nvlink_domain_trays_are_registered_without_local_fabric_manager(tmp_path, capsys):
+    host, _ = nvidia_host(tmp_path, profile="gb300x4")
+    _, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert fabric_states(out) == {("Completed", "Success")}
 
 
 def csv_columns(relative):

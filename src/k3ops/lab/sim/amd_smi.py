@@ -1,9 +1,25 @@
-"""Simulated `amd-smi` (the amdsmi CLI) for the lab's AMD hosts: `version`, `list`, `firmware`.
+"""Simulated `amd-smi` (the amdsmi CLI) for the lab's AMD hosts: `version`, `list`, `firmware`, `topology`.
 
 Human-readable output follows amdsmi's logger, which dumps each GPU's dictionary as YAML with
 upper-cased keys, four-space indents and a blank line after every GPU; `--json` prints the same
 dictionaries as an indented JSON list. Without a live amdgpu module it fails as amd-smi 26 does:
 logging errors, then the version line, exit status 255.
+
+`topology` prints amdsmi 25/26's tables (amdsmi_commands.py topology, amdsmi_logger.py
+_convert_json_to_tabular): a header of bus ids, each right-aligned in 13 columns after 12 spaces,
+then a row per GPU, its bus id and a space, then each cell left-aligned in 13 columns, trailing
+spaces stripped. Without a table flag it prints all nine tables, one after the other with no blank
+line between them (the real MI355X capture of amd-smi 26.0.2 in oci-gpu-quickstarts'
+README-MI355X.md; the ROCm 6.1 sample in fixtures/real/amd has a blank line after each table and
+only the first five), then two blank lines and the legend. XGMI pairs carry what that MI355X
+capture shows (weight 0, 1 hop, NUMA bandwidth "0-0", coherent, 64- and 32-bit atomics, DMA,
+bidirectional); MI300-class (gfx942) GPUs weigh 15 and show "50000-50000" as in the 6.1 sample.
+A pair that reaches its peer over PCIe shows what amd-smi prints for such a pair in AMD's CHANGELOG
+and in a 26.2.2 capture: access DISABLED, weight 40, 2 hops, N/A bandwidth and capabilities.
+
+Faults, under "faults" in hardware.json:
+  "xgmi_down_links": {"3": [5]}    the XGMI link between GPUs 3 and 5 (hardware indexes) is down:
+                                    amd-smi shows that pair, both ways, as a PCIE path
 """
 
 from __future__ import annotations
@@ -11,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 
 from .amdgpu import FIRMWARE, PARTITION_ID, AmdGpu, amd_gpus, driver_loaded, firmware_version
 from .host import SimHost
@@ -29,6 +46,63 @@ DRIVER_NOT_LOADED_ERRORS = (
 )
 DRIVER_NOT_LOADED_STATUS = 255
 
+# amd-smi topology: each table's flags, title, and the key its cells carry in --json.
+TOPOLOGY_TABLES = (
+    ("access", ("-a", "--access"), "ACCESS TABLE", "link_status", "Displays link accessibility between GPUs"),
+    ("weight", ("-w", "--weight"), "WEIGHT TABLE", "weight", "Displays relative weight between GPUs"),
+    ("hops", ("-o", "--hops"), "HOPS TABLE", "num_hops", "Displays the number of hops between GPUs"),
+    ("link_type", ("-t", "--link-type"), "LINK TYPE TABLE", "link_type", "Displays the link type between GPUs"),
+    ("numa_bw", ("-b", "--numa-bw"), "NUMA BW TABLE", "bandwidth", "Display max and min bandwidth between nodes"),
+    ("coherent", ("-c", "--coherent"), "CACHE COHERANCY TABLE", "coherent",
+     "Display cache coherant (or non-coherant) link capability between nodes"),
+    ("atomics", ("-n", "--atomics"), "ATOMICS TABLE", "atomics",
+     "Display 32 and 64-bit atomic io link capability between nodes"),
+    ("dma", ("-d", "--dma"), "DMA TABLE", "dma",
+     "Display P2P direct memory access (DMA) link capability between nodes"),
+    ("bi_dir", ("-z", "--bi-dir"), "BI-DIRECTIONAL TABLE", "bi_dir",
+     "Display P2P bi-directional link capability between nodes"),
+)
+# The order of a link's keys in --json, whichever tables were asked for.
+JSON_LINK_ORDER = ("weight", "link_status", "link_type", "num_hops", "bandwidth", "coherent", "atomics", "dma",
+                   "bi_dir")
+TOPOLOGY_HEADER_INDENT = 12
+TOPOLOGY_COLUMN = 13
+# amdsmi 25 and 26 spell it "Coherant" (26.2.2 still does; later sources say "Coherent").
+TOPOLOGY_LEGEND = "\n".join((
+    "\n\nLegend:",
+    "  SELF = Current GPU",
+    "  ENABLED / DISABLED = Link is enabled or disabled",
+    "  N/A = Not supported",
+    "  T/F = True / False",
+    "  C/NC = Coherant / Non-Coherant io links",
+    "  64,32 = 64 bit and 32 bit atomic support",
+    "  <BW from>-<BW to>",
+))
+
+
+@dataclass(frozen=True)
+class Link:
+    """What amd-smi reports of the path from one GPU to another, by its --json keys."""
+
+    link_status: str
+    weight: int
+    link_type: str
+    num_hops: int
+    bandwidth: str
+    coherent: str
+    atomics: str
+    dma: str
+    bi_dir: str
+
+
+SELF_LINK = Link("ENABLED", 0, "SELF", 0, "N/A", "SELF", "SELF", "SELF", "SELF")
+PCIE_LINK = Link("DISABLED", 40, "PCIE", 2, "N/A", "N/A", "N/A", "N/A", "N/A")
+# A direct XGMI link by GPU generation (gfx target): weight and NUMA bandwidth differ.
+XGMI_LINKS = {
+    "gfx942": Link("ENABLED", 15, "XGMI", 1, "50000-50000", "C", "64,32", "T", "T"),
+    "gfx950": Link("ENABLED", 0, "XGMI", 1, "0-0", "C", "64,32", "T", "T"),
+}
+
 
 def main(argv: list[str], host: SimHost | None = None) -> int:
     host = host or SimHost("/")
@@ -45,6 +119,8 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
             print(_version_line(host, with_drivers=True))
         return 0
     gpus = amd_gpus(host)
+    if args.command == "topology":
+        return _topology(host, gpus, args)
     if args.command == "list":
         devices = [_list_entry(gpu) for gpu in gpus]
     else:
@@ -66,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
                                       aliases=["ucode"] if name == "firmware" else [])
         command.set_defaults(command=name)
         command.add_argument("--json", action="store_true", help="Displays output in JSON format")
+    description = "Displays topology information of the devices"
+    topology = commands.add_parser("topology", help=description, description=description)
+    topology.set_defaults(command="topology")
+    for table, flags, _, _, help_text in TOPOLOGY_TABLES:
+        topology.add_argument(*flags, dest=table, action="store_true", help=help_text)
+    topology.add_argument("--json", action="store_true", help="Displays output in JSON format")
     return parser
 
 
@@ -127,3 +209,44 @@ def _render(key: str, value, depth: int, lines: list[str]) -> None:
                 _render(child_key, child, depth + 1, lines)
     else:
         lines.append(f"{label}: {value}")
+
+
+def links(host: SimHost, gpus: list[AmdGpu]) -> list[list[Link]]:
+    """The path from each GPU to each GPU: XGMI on an XGMI board unless the link is down, else PCIe."""
+    hardware = host.hardware()
+    xgmi = XGMI_LINKS.get(gpus[0].gfx_version, XGMI_LINKS["gfx950"]) if gpus else None
+    hardware_index = {gpu["pci_bus_id"]: gpu["index"] for gpu in hardware["gpus"]}
+    down = set()
+    for gpu, peers in hardware.get("faults", {}).get("xgmi_down_links", {}).items():
+        down |= {frozenset((int(gpu), int(peer))) for peer in peers}
+
+    def path(source: AmdGpu, destination: AmdGpu) -> Link:
+        if source.bus_id == destination.bus_id:
+            return SELF_LINK
+        pair = frozenset((hardware_index[source.bus_id], hardware_index[destination.bus_id]))
+        return xgmi if hardware.get("fabric") == "xgmi" and pair not in down else PCIE_LINK
+
+    return [[path(source, destination) for destination in gpus] for source in gpus]
+
+
+def _topology(host: SimHost, gpus: list[AmdGpu], args: argparse.Namespace) -> int:
+    tables = [entry for entry in TOPOLOGY_TABLES if getattr(args, entry[0])] or list(TOPOLOGY_TABLES)
+    paths = links(host, gpus)
+    if args.json:
+        keys = [key for _, _, _, key, _ in tables]
+        document = [
+            {"gpu": source.index, "bdf": source.bus_id,
+             "links": [{"gpu": destination.index, "bdf": destination.bus_id,
+                        **{key: getattr(link, key) for key in JSON_LINK_ORDER if key in keys}}
+                       for destination, link in zip(gpus, row)]}
+            for source, row in zip(gpus, paths)
+        ]
+        print(json.dumps(document, indent=4))
+        return 0
+    header = " " * TOPOLOGY_HEADER_INDENT + "".join(gpu.bus_id.rjust(TOPOLOGY_COLUMN) for gpu in gpus)
+    for _, _, title, key, _ in tables:
+        rows = [(f"{source.bus_id} " + "".join(str(getattr(link, key)).ljust(TOPOLOGY_COLUMN) for link in row)).rstrip()
+                for source, row in zip(gpus, paths)]
+        print("\n".join((f"{title}:", header, *rows)))
+    print(TOPOLOGY_LEGEND)
+    return 0

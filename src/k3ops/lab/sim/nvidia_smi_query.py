@@ -3,6 +3,18 @@
 The -q layout is the 590 driver's (nvidia-smi-q/h200-x1_590.48.01 fixture): labels padded to
 column 55, the Fabric block with its Health sub-block, Remapped Rows. The CSV headers, units and
 "[N/A]" spellings are those of query-gpu-csv/h100-x1_590.48.01_all-fields.
+
+Fabric State and Status (-q, and fabric.state / fabric.status): on an NVSwitch board fabric manager
+registers the GPUs with the NVLink fabric, which goes "Not Started" -> "In Progress" -> "Completed"
+(NVIDIA's fabric manager guide, as NVSentinel issue 883 cites it), Status "N/A" until it completes,
+then "Success". The simulation reads what the simulated nv-fabricmanager leaves on the host (no pid
+file or socket): at every successful start it appends to /var/log/fabricmanager.log that it
+configured the NVSwitches. Written no earlier than the driver was loaded (the boot layer writes
+/sys/module/nvidia/version at every boot), the GPUs show Completed / Success, and keep it after
+fabric manager stops, as registered GPUs do until a GPU reset or driver reload; otherwise (fabric
+manager not started, or refused to start, since the boot) they show Not Started / N/A.
+Configuration is instant here, so "In Progress" is never shown. GB300 trays, whose NVLink domain is
+run from the switch trays, show Completed / Success.
 """
 
 from __future__ import annotations
@@ -11,7 +23,8 @@ import sys
 from dataclasses import dataclass
 
 from . import nvidia_devices as devices
-from .host import SimHost, cuda_version
+from .daemons import FM_CONFIGURED, FM_LOG
+from .host import NVIDIA_MODULE_VERSION, SimHost, cuda_version
 from .nvidia_devices import NvidiaGpu
 
 EXIT_INVALID_ARGUMENT = 2
@@ -38,6 +51,9 @@ DISPLAY_SECTIONS = {
 SLOWDOWN_TEMPERATURE_C = 87
 PCIE_IDLE_THROUGHPUT_KBPS = 560
 NVL_DOMAIN_CLIQUE_ID = 32766  # the clique IMEX assigns to a whole NVL72 rack
+# (State, Status) of the GPUs' registration with the NVLink fabric.
+FABRIC_COMPLETED = ("Completed", "Success")
+FABRIC_NOT_STARTED = ("Not Started", NOT_AVAILABLE)
 NULL_UUID = "00000000-0000-0000-0000-000000000000"
 
 CSV_TIMESTAMP = "%Y/%m/%d %H:%M:%S"
@@ -101,9 +117,10 @@ def run_q(host: SimHost, all_gpus: list[NvidiaGpu], gpus: list[NvidiaGpu], displ
         _q_line("", "Attached GPUs", str(len(all_gpus))),
     ]
     hardware, persistence = host.hardware(), host.persistence_mode()
+    registration = fabric_registration(host, hardware)
     for gpu in gpus:
         lines.append(Q_GPU_HEADING.format(bus_id=gpu.pci.nvidia))
-        for item in _gpu_report(hardware, driver, persistence, gpu):
+        for item in _gpu_report(hardware, driver, persistence, registration, gpu):
             if kept is None or item.label in kept:
                 lines += _render(item, "    ")
         lines.append("")
@@ -131,7 +148,24 @@ class Fabric:
     health: dict[str, str]
 
 
-def fabric(hardware: dict, gpu: NvidiaGpu) -> Fabric:
+def fabric_registration(host: SimHost, hardware: dict) -> tuple[str, str]:
+    """The GPUs' (State, Status) in the NVLink fabric; see the module's docstring."""
+    if hardware["fabric"] != "nvswitch" or _fabric_manager_configured(host):
+        return FABRIC_COMPLETED
+    return FABRIC_NOT_STARTED
+
+
+def _fabric_manager_configured(host: SimHost) -> bool:
+    """Fabric manager logged that it configured the NVSwitches, and did so since the driver was loaded."""
+    log = host.path(FM_LOG)
+    try:
+        since_load = log.stat().st_mtime_ns >= host.path(NVIDIA_MODULE_VERSION).stat().st_mtime_ns
+        return since_load and FM_CONFIGURED in log.read_text()
+    except OSError:
+        return False
+
+
+def fabric(hardware: dict, registration: tuple[str, str], gpu: NvidiaGpu) -> Fabric:
     """NVLink fabric registration: HGX Hopper reports no health; Blackwell and NVL domains do."""
     if hardware["fabric"] == "nvlink-domain":
         clique, cluster = str(NVL_DOMAIN_CLIQUE_ID), hardware["cluster_uuid"]
@@ -150,7 +184,7 @@ def fabric(hardware: dict, gpu: NvidiaGpu) -> Fabric:
             "Access Timeout Recovery": "False",
             "Incorrect Configuration": "None",
         }
-    return Fabric("Completed", "Success", clique, cluster, health)
+    return Fabric(*registration, clique, cluster, health)
 
 
 @dataclass(frozen=True)
@@ -170,11 +204,12 @@ def row_remapping(gpu: NvidiaGpu) -> RowRemapping:
     return RowRemapping(0, False, {"Max": banks, "High": 0, "Partial": 0, "Low": 0, "None": 0}, 0)
 
 
-def _gpu_report(hardware: dict, driver: str, persistence: bool, gpu: NvidiaGpu) -> list[Item]:
+def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tuple[str, str],
+                gpu: NvidiaGpu) -> list[Item]:
     model, facts = gpu.model, gpu.architecture
     grace = hardware["fabric"] == "nvlink-domain"
     remap = row_remapping(gpu)
-    nvfabric = fabric(hardware, gpu)
+    nvfabric = fabric(hardware, registration, gpu)
     ecc_counts = (
         Item("SRAM Correctable", "0"),
         Item("SRAM Uncorrectable Parity", "0"),
@@ -364,13 +399,15 @@ class QueryMoment:
     gpu_count: int
     persistence: bool
     hardware: dict
+    fabric_registration: tuple[str, str]
 
 
 def run_gpu_query(host: SimHost, all_gpus: list[NvidiaGpu], gpus: list[NvidiaGpu], fields: str,
                   output_format: str) -> int:
     moment = devices.now()
+    hardware = host.hardware()
     query = QueryMoment(f"{moment:{CSV_TIMESTAMP}}.{moment.microsecond // 1000:03d}", host.nvidia_module_version(),
-                        len(all_gpus), host.persistence_mode(), host.hardware())
+                        len(all_gpus), host.persistence_mode(), hardware, fabric_registration(host, hardware))
     names = [GPU_FIELD_ALIASES.get(field, field) for field in fields.split(",")]
     known = _gpu_fields(query, all_gpus[0])
     for requested, name in zip(fields.split(","), names):
@@ -384,7 +421,7 @@ def run_gpu_query(host: SimHost, all_gpus: list[NvidiaGpu], gpus: list[NvidiaGpu
 def _gpu_fields(query: QueryMoment, gpu: NvidiaGpu) -> dict[str, str]:
     """Every --query-gpu field the simulation answers, by its printed name, without units."""
     facts, model = gpu.architecture, gpu.model
-    remap, nvfabric = row_remapping(gpu), fabric(query.hardware, gpu)
+    remap, nvfabric = row_remapping(gpu), fabric(query.hardware, query.fabric_registration, gpu)
     power, limit = f"{gpu.power_draw_w:.2f}", f"{gpu.power_limit_w:.2f}"
     return {
         "timestamp": query.timestamp,
