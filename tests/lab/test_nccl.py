@@ -70,8 +70,11 @@ def test_the_fabric_tools_pass_their_host_checks(fleet):
 
 
 def test_a_healthy_fleet_passes_and_every_host_keeps_its_result(fleet):
-    status, found = nccl_check(fleet)
+    status, found = nccl_check(fleet, "--baseline")
     assert status == 0 and found["passed"], found
+    measured = found["baseline"]["h200x8"]  # what a fleet pastes into group data as nccl_baseline
+    assert set(measured) == {"host_all_reduce", "cluster_all_reduce", "cluster_alltoall"}
+    assert measured["host_all_reduce"] == round(found["hosts"]["gpu-01"]["tests"][0]["busbw"], 1)
     for name in HOSTS:
         result = found["hosts"][name]
         assert result["verdict"] == "pass" and result["driver"] == "580.126.09"
