@@ -1,6 +1,5 @@
-"""nccl-tests and rccl-tests reports read from every real capture, from text the tools' own printf formats
-make for what no capture shows, and from the lab's simulated nccl-tests and rccl-tests."""
-
+"""nccl-tests and rccl-tests reports read from every real capture, and from text the tools' own printf formats
+make for what no capture shows (the lab's simulated reports are read in tests/lab/unit)."""
 
 import pytest
 
