@@ -146,6 +146,17 @@ def test_a_slow_host_that_looks_healthy_is_found_by_pairs(fleet):
     assert all(found["hosts"][name]["verdict"] == "pass" for name in HOSTS if name not in ("gpu-05", "gpu-06"))
 
 
+def test_without_a_known_good_host_the_slow_one_is_found_alone_through_its_nics(fleet):
+    """Only the pair is checked (a fleet of one cluster): no reference to pair with, so each host runs
+    all_reduce with peer access and shared memory off, every byte through its own NICs."""
+    status, found = check_with_fault(fleet, "gpu-06", "nic_throughput_share", 0.5, "--limit", "gpu-05,gpu-06")
+    assert status == 1
+    located = found["localization"]["h200-c"]
+    assert (located["rounds"], located["at_fault"], located["cleared"]) == ([], ["gpu-06"], ["gpu-05"])
+    assert located["nic_loopback"] == [["gpu-05", True], ["gpu-06", False]]
+    assert "located at fault in h200-c's failure" in found["hosts"]["gpu-06"]["reasons"]
+
+
 def test_a_host_whose_nccl_ports_do_not_answer_hangs_its_tests_and_is_named(fleet, tmp_path):
     """A firewall on gpu-08 drops NCCL's bootstrap connections (SSH and MPI's launch still work): NCCL retries
     for over an hour, so the check's time limit ends the test, reports a hang, kills what it left on every

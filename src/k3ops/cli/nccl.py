@@ -39,7 +39,7 @@ def rows(check) -> list[list[str]]:
     for name, host in check.hosts.items():
         problems = ([host.error] if host.error else []) + [f"{c.name}: {p}" for c in host.prechecks for p in c.problems]
         lines.append([name, "pre-checks", "-", "-", "-", "fail" if problems else "pass", "; ".join(problems)])
-    for runs, suffix in ((check.runs, ""), (check.pair_runs, " (pair)")):
+    for runs, suffix in ((check.runs, ""), (check.locating_runs, " (locating)")):
         lines += [["+".join(run.hosts), run.test + suffix, size(run.size_bytes), figure(run.busbw),
                    figure(run.threshold), run.verdict, run.reason] for run in runs]
     return lines
@@ -49,8 +49,10 @@ def verdict_lines(check) -> list[str]:
     found = []
     for cluster, located in check.localizations.items():
         if located.at_fault:
-            found.append(f"cluster {cluster}: at fault: {', '.join(located.at_fault)} (failed beside known-good hosts; "
-                         f"{len(located.rounds)} round(s) of pairs)")
+            how = (f"{len(located.rounds)} round(s) of pairs beside known-good hosts" if located.rounds else "")
+            if located.nic_loopback:
+                how += ("; " if how else "") + "alone through its own NICs (no known-good host to pair with)"
+            found.append(f"cluster {cluster}: at fault: {', '.join(located.at_fault)} ({how})")
         if located.undecided:
             found.append(f"cluster {cluster}: cannot tell which of {', '.join(located.undecided)} is at fault: no "
                          "known-good host of the same hardware to pair with")
@@ -68,7 +70,7 @@ def run_check(args) -> int:
     if args.json:
         print(json.dumps({"passed": check.passed,
                           "hosts": {name: host_result(check, host) for name, host in check.hosts.items()},
-                          "pairs": [run.to_json() for run in check.pair_runs],
+                          "locating": [run.to_json() for run in check.locating_runs],
                           "localization": {cluster: vars(found) for cluster, found in check.localizations.items()},
                           **({"baseline": figures} if args.baseline else {})}, indent=1))
         return 0 if check.passed else 1

@@ -67,7 +67,7 @@ class Check:
 
     hosts: dict[str, CheckedHost]
     runs: list[FabricRun] = field(default_factory=list)
-    pair_runs: list[FabricRun] = field(default_factory=list)  # the localization's, beside references
+    locating_runs: list[FabricRun] = field(default_factory=list)  # the localization's pairs and loopbacks
     localizations: dict[str, localize.Localization] = field(default_factory=dict)  # by cluster
 
     @property
@@ -80,6 +80,8 @@ class Check:
         reasons += [f"{check.name}: {problem}" for check in host.prechecks for problem in check.problems]
         reasons += [f"{run.test} on {'+'.join(run.hosts)}: {run.verdict}: {run.reason}" for run in self.runs
                     if name in run.hosts and not run.passed]
+        reasons += [f"located at fault in {group}'s failure" for group, found in self.localizations.items()
+                    if name in found.at_fault]
         return reasons
 
 
@@ -200,9 +202,10 @@ def execute(run: FabricRun, head: CheckedHost, command: str) -> FabricRun:
     return judge(run, status, output, errors, head.fabric.nccl_timeout_seconds)
 
 
-def single_host_test(host: CheckedHost) -> FabricRun:
-    command = launch.single_host("all_reduce", host.spec.gpu_vendor, host.spec.gpu_count, host.fabric)
-    return ended(execute(new_run("host_all_reduce", [host]), host, command), [host])
+def single_host_test(host: CheckedHost, nic_loopback: bool = False) -> FabricRun:
+    command = launch.single_host("all_reduce", host.spec.gpu_vendor, host.spec.gpu_count, host.fabric, nic_loopback)
+    kind = "host_nic_loopback" if nic_loopback else "host_all_reduce"
+    return ended(execute(new_run(kind, [host]), host, command), [host])
 
 
 def across(kind: TestKind, members: list[CheckedHost]) -> FabricRun:
@@ -255,12 +258,27 @@ def locate_faults(check: Check, clusters: dict[str, list[CheckedHost]]) -> None:
 
         def run_pairs(pairs: list[localize.Pair]) -> list[bool]:
             rounds = in_parallel(pair_tests, pairs)
-            check.pair_runs += [run for runs in rounds for run in runs]
+            check.locating_runs += [run for runs in rounds for run in runs]
             return [all(run.passed for run in runs) for runs in rounds]
 
         names = [member.name for member in members]
         already = [tuple(names)] if len(names) == 2 else []  # the cluster's own run was that pair's test
-        check.localizations[name] = localize.localize(names, references, run_pairs, failed=already)
+        found = check.localizations[name] = localize.localize(names, references, run_pairs, failed=already)
+        if found.undecided:
+            nic_loopbacks(check, found)
+
+
+def nic_loopbacks(check: Check, found: localize.Localization) -> None:
+    """Suspects no reference could settle, each alone through its own NICs: one that falls short is at fault,
+    and explains the cluster's failure, so the others are cleared."""
+    runs = in_parallel(lambda name: single_host_test(check.hosts[name], nic_loopback=True), found.undecided)
+    check.locating_runs += runs
+    found.nic_loopback = [(run.hosts[0], run.passed) for run in runs]
+    short = [run.hosts[0] for run in runs if not run.passed]
+    if short:
+        found.at_fault += short
+        found.cleared += [name for name in found.undecided if name not in short]
+        found.undecided = []
 
 
 def host_result(check: Check, host: CheckedHost) -> dict:

@@ -22,6 +22,8 @@ UNUSABLE_INTERFACES = "lo,docker0"
 # The fabric, not NVLink SHARP or tree shortcuts: on 2 hosts NCCL's tree "can indeed go beyond the network
 # bottleneck" (sjeaugey, nccl-tests#196), so all_reduce across hosts is measured on rings.
 ACROSS_HOSTS_ENVIRONMENT = {"all_reduce": {"NCCL_ALGO": "Ring"}, "alltoall": {}}
+# One host's GPUs with neither peer access nor shared memory: NCCL's only path is out through the NICs and back.
+NIC_LOOPBACK_ENVIRONMENT = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
 
 
 def test_arguments(collective: str, vendor: str, gpus: int, message_bytes: int) -> list[str]:
@@ -43,8 +45,9 @@ def as_mpi_user(command: list[str], timeout_seconds: int) -> str:
                        layout.NCCL_USER, "--", "env", f"HOME={layout.home(layout.NCCL_USER)}", *command])
 
 
-def single_host(collective: str, vendor: str, gpus: int, fabric: FabricCheckSpec) -> str:
-    settings = [f"{name}={value}" for name, value in environment(fabric).items()]
+def single_host(collective: str, vendor: str, gpus: int, fabric: FabricCheckSpec, nic_loopback: bool = False) -> str:
+    extra = NIC_LOOPBACK_ENVIRONMENT if nic_loopback else None
+    settings = [f"{name}={value}" for name, value in environment(fabric, extra).items()]
     return as_mpi_user([*settings, *test_arguments(collective, vendor, gpus, fabric.message_bytes)],
                        fabric.nccl_timeout_seconds)
 

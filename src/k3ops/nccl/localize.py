@@ -23,6 +23,7 @@ class Localization:
     cleared: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)  # no reference left to tell them apart
     rounds: list[list[tuple[str, str, bool]]] = field(default_factory=list)  # each round's (a, b, passed)
+    nic_loopback: list[tuple[str, bool]] = field(default_factory=list)  # hosts tested alone, when no pair could tell
 
 
 def localize(suspects: list[str], references: list[str], run_pairs: Callable[[list[Pair]], list[bool]],

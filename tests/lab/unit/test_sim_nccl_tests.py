@@ -80,9 +80,9 @@ def rows(text):
     return [ANY_ROW.match(line) for line in text.splitlines() if ANY_ROW.match(line)]
 
 
-def busbw(hosts, collective, suite=NVIDIA, gpus=8):
+def busbw(hosts, collective, suite=NVIDIA, gpus=8, environ=None):
     """The lower of out-of-place and in-place busbw at 8 GiB, as the fabric check judges it."""
-    views, settings = views_of(hosts, suite, gpus)
+    views, settings = views_of(hosts, suite, gpus, environ)
     text, status = nccl_tests.report(views, settings, collective, suite)
     assert status == 0, text
     (row,) = rows(text)
@@ -312,6 +312,77 @@ def test_a_slow_port_shows_in_ibstat_and_a_throughput_fault_does_not(tmp_path, c
     assert "\t\tRate: 200\n" in slow_port
     _, healthy_looking, _ = run(infiniband.ibstat_main, capsys, share)
     assert healthy_looking.count("State: Active") == 8 and healthy_looking.count("Rate: 400") == 8
+
+
+# --- NIC loopback: one host, P2P and SHM disabled (Azure NHC's "IB loopback") ---------------------
+
+LOOPBACK = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+LOOPBACK_THRESHOLD = 36.0  # GB/s at 8 GiB: under one 400G NIC's 47.5, over what any NIC fault leaves
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "alltoall"])
+def test_nic_loopback_runs_at_one_nics_figure(tmp_path, collective):
+    host = lab_host(tmp_path)
+    assert busbw([host], collective, environ=LOOPBACK) == pytest.approx(47.5, rel=0.01)  # 400 / 8 x 0.95
+    assert busbw([host], collective, environ=LOOPBACK) > LOOPBACK_THRESHOLD
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "alltoall"])
+@pytest.mark.parametrize("fault", NIC_FAULTS)
+def test_each_nic_fault_fails_nic_loopback(tmp_path, fault, collective):
+    assert busbw([faulty_host(tmp_path, fault)], collective, environ=LOOPBACK) < LOOPBACK_THRESHOLD
+
+
+def test_nic_loopback_numbers_per_fault(tmp_path):
+    expected = {"a port down": 23.75, "a port at 200 Gb/s": 23.75, "no GPUDirect RDMA": 47.5 * 0.65,
+                "half the throughput": 23.75, "no port up": 3.0}
+    found = {fault: busbw([faulty_host(tmp_path / fault.replace(" ", "_"), fault)], "all_reduce", environ=LOOPBACK)
+             for fault in NIC_FAULTS}
+    assert found == pytest.approx(expected, rel=0.01)
+
+
+def test_nvlinks_down_do_not_show_in_nic_loopback(tmp_path):
+    host = lab_host(tmp_path, faults={"nvlink_down_links": {"3": list(range(18))}})
+    assert busbw([host], "all_reduce") < SINGLE_HOST_ALL_REDUCE["h200x8"]
+    assert busbw([host], "all_reduce", environ=LOOPBACK) == pytest.approx(47.5, rel=0.01)
+
+
+@pytest.mark.parametrize("environ", [{}, {"NCCL_P2P_DISABLE": "1"}, {"NCCL_SHM_DISABLE": "1"},
+                                     {"NCCL_P2P_DISABLE": "0", "NCCL_SHM_DISABLE": "1"},
+                                     {"NCCL_P2P_DISABLE": "yes", "NCCL_SHM_DISABLE": "1"}])
+def test_nic_loopback_needs_both_switches(tmp_path, environ):
+    host = lab_host(tmp_path)
+    assert not nccl_tests.nic_loopback(environ)
+    assert busbw([host], "all_reduce", environ=environ) == busbw([host], "all_reduce")
+    assert busbw([host], "alltoall", environ=environ) == busbw([host], "alltoall")
+
+
+def test_nic_loopback_through_main(tmp_path, capsys, monkeypatch):
+    for name, value in LOOPBACK.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "1")
+    status, out, _ = run(nccl_tests.nccl_all_reduce_main, capsys, lab_host(tmp_path), "-b", TARGET, "-e", TARGET,
+                         "-g", "8")
+    (row,) = rows(out)
+    assert status == 0 and float(row[8]) == pytest.approx(47.5, rel=0.01)
+
+
+def test_nic_loopback_over_two_hosts_changes_nothing(tmp_path):
+    hosts = [lab_host(tmp_path, "gpu-01"), lab_host(tmp_path, "gpu-02")]
+    assert busbw(hosts, "all_reduce", environ=LOOPBACK) == busbw(hosts, "all_reduce")
+
+
+def test_rccl_nic_loopback_alike(tmp_path):
+    from .test_sim_rccl_tests import AMD_FAULTS, amd_host, suite_of
+
+    healthy = amd_host(tmp_path, "mi-01")
+    suite = suite_of(healthy)
+    for collective in ("all_reduce", "alltoall"):
+        assert busbw([healthy], collective, suite, environ=LOOPBACK) == pytest.approx(47.5, rel=0.01)
+    for fault, (nics, faults) in AMD_FAULTS.items():
+        host = change_nics(amd_host(tmp_path / fault.replace(" ", "_"), "mi-02", faults=faults), nics)
+        assert busbw([host], "all_reduce", suite, environ=LOOPBACK) < LOOPBACK_THRESHOLD, fault
+    assert busbw([healthy], "all_reduce", suite, environ={"NCCL_P2P_DISABLE": "1"}) == pytest.approx(406.8, rel=0.01)
 
 
 def test_trays_of_one_nvlink_domain_meet_over_nvlink(tmp_path):

@@ -24,7 +24,8 @@ for alltoall (nccl-tests doc/PERFORMANCE.md), n the ranks of every host, so busb
     at 8 GiB on 8 MI355X (the lab injects no xGMI link faults). alltoall gets ALLTOALL_SHARE of that:
     AMD 0.887 (capture 07's alltoall, 361.0 against 406.9), NVIDIA 0.764 (no NVLink SHARP: 8xH200
     all_gather 361.4 against all_reduce 473.1, ml-engineering network/README.md).
-  - One host: its GPU links. Hosts of one NVLink domain (gb300x4 trays of one cluster_uuid): the traffic
+  - One host: its GPU links, unless the run disables both of NCCL's on-host transports (below). Hosts of one
+    NVLink domain (gb300x4 trays of one cluster_uuid): the traffic
     stays on NVLink, so the lowest host's GPU links.
   - Other hosts meet over their NICs' Active ports, and the slowest host sets the pace, capped by GPU links:
       all_reduce: ports (one per GPU at most) x the slowest port's Gb/s / 8 x 0.95 x GDR x share
@@ -35,12 +36,23 @@ for alltoall (nccl-tests doc/PERFORMANCE.md), n the ranks of every host, so busb
     memory (sjeaugey, nccl#412: 16 instead of 24 GB/s; nccl#638: "should ~halve the performance"); AMD
     always has it (ROCm peer memory is in amdgpu). `share` is the host's "nic_throughput_share" fault.
     A host with no Active port leaves NCCL its socket transport: SOCKET_BUS_BANDWIDTH.
+  - NIC loopback: a run on one host (no MPI, or OMPI_COMM_WORLD_SIZE=1) whose environment sets both
+    NCCL_P2P_DISABLE and NCCL_SHM_DISABLE to a non-zero integer leaves NCCL neither NVLink/xGMI peer access
+    nor shared memory, so its ring goes out through each GPU's NIC to the switch and back in. Azure's node
+    health checks use it to test the NICs without a peer ("IB loopback": NHC's nd96asr_v4 config runs
+    all_reduce_perf with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 and expects 18 GB/s at 8 GB on 8x HDR 200G;
+    research fleet-ops.md B2, B3). all_reduce and alltoall then both get the alltoall per-NIC figure above
+    (GDR, share, halved by a port down; SOCKET_BUS_BANDWIDTH with no Active port), with no cap by the GPU
+    links: NVLink faults do not show. With one of the two alone, or over several hosts, nothing changes.
 At 8 GiB that gives (GB/s, the lower of out-of-place and in-place; all_reduce / alltoall):
   one host: h200x8 477.9 / 365.1, b300x8 955.5 / 729.7, gb300x4 955.3 / 729.4, mi355x8 406.8 / 360.7;
             h200x8 with 1, 2 or 9 NVLinks down on one GPU 451.4, 424.9, 239.0
   two 8x400G hosts (h200x8 or mi355x8): healthy 379.8 / 47.5; one of them with a port Down 332.4 / 23.75,
             a port at 200 Gb/s 190.0 / 23.75, a 0.5 share 190.0 / 23.75, no Active port 3.0 / 3.0, and on
             h200x8 without GPUDirect RDMA 246.9 / 30.9; two gb300x4 trays 955.4 / 729.6.
+  NIC loopback on one 8x400G host (h200x8, mi355x8), all_reduce and alltoall alike: healthy 47.5, a port Down
+            23.75, a port at 200 Gb/s 23.75, a 0.5 share 23.75, h200x8 without GPUDirect RDMA 30.9, no Active
+            port 3.0; NVLinks down change nothing.
 
 Faults read from hardware.json: a GPU's "fallen_off_bus" (gone from the count), "nvlink_down_links"
 (nvidia_devices.py), a NIC's "port_state" and "rate_gbps" (as ibstat shows them), and
@@ -119,6 +131,7 @@ ALLTOALL_SHARE = {"amd": 0.887, "nvidia": 0.764}
 NIC_EFFICIENCY = 0.95  # of the line rate that NCCL's IB transport moves
 WITHOUT_GPUDIRECT_RDMA = 0.65
 SOCKET_BUS_BANDWIDTH = 3.0  # NCCL's socket transport over the hosts' Ethernet
+NIC_LOOPBACK_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")  # both set: one host's ring goes through its NICs
 LINK_LAYERS = ("InfiniBand", "Ethernet")  # the ports NCCL's IB transport takes (RoCE is Ethernet)
 
 DEFAULTS = {"nthreads": 1, "ngpus": 1, "minbytes": 32 << 20, "maxbytes": 32 << 20, "stepbytes": 1 << 20,
@@ -230,6 +243,7 @@ class RankView:
     failure: Failure | None = None
     bootstrap_unreachable: bool = False  # the host's "bootstrap_unreachable" fault
     bootstrap_address: str | None = None  # the IPv4 address NCCL's bootstrap listens on (bootstrap_address())
+    nic_loopback: bool = False  # NCCL_P2P_DISABLE and NCCL_SHM_DISABLE both set (nic_loopback())
 
 
 @dataclass(frozen=True)
@@ -662,7 +676,19 @@ def rank_view(host: SimHost, suite: Suite, settings: dict, environ: Mapping[str,
         library_log=tuple(log), last_error=warnings[-1][1] if warnings else "", failure=failure,
         bootstrap_unreachable=bool(hardware.get("faults", {}).get(BOOTSTRAP_UNREACHABLE)),
         bootstrap_address=bootstrap_address(host, environ),
+        nic_loopback=nic_loopback(environ),
     )
+
+
+def nic_loopback(environ: Mapping[str, str]) -> bool:
+    """Whether the environment disables both of NCCL's on-host transports, P2P and SHM: each variable read as
+    NCCL_PARAM reads it, an integer, non-zero to disable (anything else leaves the default, enabled)."""
+    def disabled(name: str) -> bool:
+        try:
+            return int(environ.get(name, "0").strip(), 0) != 0
+        except ValueError:
+            return False
+    return all(disabled(name) for name in NIC_LOOPBACK_SWITCHES)
 
 
 def report(views: list[RankView], settings: dict, collective: str, suite: Suite) -> tuple[str, int]:
@@ -703,6 +729,8 @@ def _until_init(views: list[RankView], settings: dict, collective: str, suite: S
 
 def peak_bus_bandwidth(views: list[RankView], collective: str) -> float:
     """The bus bandwidth (GB/s) large messages reach over these ranks' hosts (the module docstring's model)."""
+    if _through_own_nics(views):  # NIC loopback: no GPU link carries the ring
+        return _per_nic(views[0])
     gpu_links = min(_gpu_links(view, collective) for view in views)
     if _over_nvlink(views):
         return gpu_links
@@ -711,10 +739,15 @@ def peak_bus_bandwidth(views: list[RankView], collective: str) -> float:
 
 def latency_us(views: list[RankView]) -> float:
     on_host = max(LATENCY_US[view.fabric] for view in views)
-    if _over_nvlink(views):
+    if _over_nvlink(views) and not _through_own_nics(views):
         return on_host
     transport = "ib" if all(any(nic.usable for nic in view.nics) for view in views) else "socket"
     return on_host + NETWORK_LATENCY_US[transport]
+
+
+def _through_own_nics(views: list[RankView]) -> bool:
+    """NIC loopback (the module docstring): one host, with P2P and SHM both disabled."""
+    return len(views) == 1 and views[0].nic_loopback
 
 
 def _over_nvlink(views: list[RankView]) -> bool:
@@ -735,11 +768,22 @@ def _network(view: RankView, collective: str) -> float:
     ports = [nic for nic in view.nics if nic.usable]
     if not ports:
         return SOCKET_BUS_BANDWIDTH
-    per_port = min(nic.rate_gbps for nic in ports) / 8 * NIC_EFFICIENCY * view.nic_throughput_share
-    per_port *= 1.0 if view.gpudirect_rdma else WITHOUT_GPUDIRECT_RDMA
     if collective == "alltoall":
-        return per_port / math.ceil(len(view.gpus) / len(ports))
-    return per_port * min(len(ports), len(view.gpus))
+        return _per_nic(view)
+    return _per_port(view, ports) * min(len(ports), len(view.gpus))
+
+
+def _per_port(view: RankView, ports: list[NicView]) -> float:
+    per_port = min(nic.rate_gbps for nic in ports) / 8 * NIC_EFFICIENCY * view.nic_throughput_share
+    return per_port * (1.0 if view.gpudirect_rdma else WITHOUT_GPUDIRECT_RDMA)
+
+
+def _per_nic(view: RankView) -> float:
+    """One NIC's figure for one GPU: halved when a port down makes two GPUs share a NIC; sockets with none."""
+    ports = [nic for nic in view.nics if nic.usable]
+    if not ports:
+        return SOCKET_BUS_BANDWIDTH
+    return _per_port(view, ports) / math.ceil(len(view.gpus) / len(ports))
 
 
 def parse(argv: list[str], suite: Suite) -> dict:
