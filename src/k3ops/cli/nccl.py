@@ -37,7 +37,7 @@ def rows(check) -> list[list[str]]:
     """The table: a pre-check row per host, then each test and each localization pair."""
     lines = []
     for name, host in check.hosts.items():
-        problems = ([host.error] if host.error else []) + [f"{c.name}: {p}" for c in host.prechecks for p in c.problems]
+        problems = host.problems
         lines.append([name, "pre-checks", "-", "-", "-", "fail" if problems else "pass", "; ".join(problems)])
     for runs, suffix in ((check.runs, ""), (check.locating_runs, " (locating)")):
         lines += [["+".join(run.hosts), run.test + suffix, size(run.size_bytes), figure(run.busbw),

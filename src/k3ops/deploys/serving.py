@@ -89,8 +89,7 @@ def fabric_gate(cluster: str) -> None:
     if FabricCheckSpec.model_validate(host.data.dict()).nccl_gate == "off":
         host.noop(f"fabric gate off (nccl_gate): cluster {cluster} starts without a passing fabric check")
         return
-    members = cluster_members(cluster, [(member.name, member.data.dict()) for member in fleet.members(lambda _: True)])
-    refusal = gate_refusal(host.name, cluster, members, host_spec(host), host.get_fact(LastFabricCheck))
+    refusal = gate_refusal(host.name, cluster, cluster_hosts(cluster), host_spec(host), host.get_fact(LastFabricCheck))
     if refusal:
         raise DeployError(refusal)
     host.noop(f"fabric check passed for cluster {cluster} on this driver")
@@ -122,11 +121,15 @@ def api_key(engine: EngineSpec, found: Recipe):
     return secret_file(ENGINE_SECRETS_FILE, lines, "Engine secrets")
 
 
+def cluster_hosts(cluster: str) -> list[str]:
+    """The names of the inventory's hosts in the cluster, in rank order (the head first)."""
+    return cluster_members(cluster, [(member.name, member.data.dict()) for member in fleet.members(lambda _: True)])
+
+
 def cluster_position(engine: EngineSpec) -> tuple[int, str]:
     """This host's rank in its multi-node engine and the head's address ((0, "") for one node)."""
     if engine.cluster is None:
         return 0, ""
-    members = fleet.members(lambda _: True)
-    ranks = cluster_members(engine.cluster, [(member.name, member.data.dict()) for member in members])
-    head = next(member for member in members if member.name == ranks[0])
+    ranks = cluster_hosts(engine.cluster)
+    head = next(member for member in fleet.members(lambda _: True) if member.name == ranks[0])
     return ranks.index(host.name), model_host_spec(head).address_for_peers(head.name)

@@ -60,6 +60,12 @@ class CheckedHost:
     def healthy(self) -> bool:
         return self.error is None and all(check.passed for check in self.prechecks)
 
+    @property
+    def problems(self) -> list[str]:
+        """Why it was left out of the tests: unreachable, or its failed pre-checks."""
+        found = [self.error] if self.error else []
+        return found + [f"{check.name}: {problem}" for check in self.prechecks for problem in check.problems]
+
 
 @dataclass
 class Check:
@@ -75,9 +81,7 @@ class Check:
         return all(host.healthy for host in self.hosts.values()) and all(run.passed for run in self.runs)
 
     def host_failures(self, name: str) -> list[str]:
-        host = self.hosts[name]
-        reasons = [f"cannot reach it: {host.error}"] if host.error else []
-        reasons += [f"{check.name}: {problem}" for check in host.prechecks for problem in check.problems]
+        reasons = self.hosts[name].problems
         reasons += [f"{run.test} on {'+'.join(run.hosts)}: {run.verdict}: {run.reason}" for run in self.runs
                     if name in run.hosts and not run.passed]
         reasons += [f"located at fault in {group}'s failure" for group, found in self.localizations.items()
