@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from functools import partial
 from pathlib import Path
 
@@ -73,6 +74,22 @@ class SshTarget:
 
 def targets(path: str | Path) -> list[SshTarget]:
     return [SshTarget.of(host) for host in load(path)]
+
+
+def selected(path: str | Path, limit: list[str] | None) -> list:
+    """The inventory's hosts, their data validated before any is touched; `limit`: names or globs, each of which
+    must match a host (a typo is an error, not a silently smaller run)."""
+    from .spec import inventory_errors
+
+    inventory = load(path)
+    errors = inventory_errors(inventory)
+    if errors:
+        raise ValueError("invalid inventory data:\n  " + "\n  ".join(errors))
+    names = [host.name for host in inventory]
+    for pattern in limit or []:
+        if not any(fnmatch(name, pattern) for name in names):
+            raise ValueError(f"--limit: {pattern!r} matches no host of {path}")
+    return [host for host in inventory if not limit or any(fnmatch(host.name, pattern) for pattern in limit)]
 
 
 def _run_over_testinfra(test_host, command: str) -> tuple[bool, str, str]:

@@ -70,9 +70,13 @@ class HostResult:
 def on_hosts(inventory_path: str, selected: Callable[[dict], bool],
              action: Callable[[RemoteHost], Any]) -> list[HostResult]:
     """Run `action` on every host whose data is `selected`, all at once, in inventory order."""
-    import paramiko
+    return on_targets([target for target in targets(inventory_path) if selected(target.data)], action)
 
-    chosen = [target for target in targets(inventory_path) if selected(target.data)]
+
+def on_targets(chosen: list[SshTarget], action: Callable[[RemoteHost], Any]) -> list[HostResult]:
+    """Run `action` on each of these hosts, all at once, in their order; a host that cannot be reached or
+    answered is a HostResult with its error."""
+    import paramiko
 
     def run(target: SshTarget) -> HostResult:
         client = None

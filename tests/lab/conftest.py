@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from k3ops.lab import lab as lab_module
 from k3ops.lab import state
 
 from ..conftest import REPO_ROOT
@@ -68,17 +68,9 @@ def on_host(host: str, command: str, check: bool = True) -> subprocess.Completed
     return k3ops("lab", "ssh", host, command, check=check)
 
 
-def reboot(host: str, timeout: float = 90.0) -> None:
+def reboot(host: str) -> None:
     """Reboot a host from inside and wait for the new boot (its /run starts empty)."""
-    on_host(host, "touch /run/k3ops-test-before-reboot && systemctl reboot", check=False)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        probe = on_host(host, "test ! -e /run/k3ops-test-before-reboot && systemctl is-system-running --wait",
-                        check=False)
-        if probe.returncode == 0 or probe.stdout.strip() == "degraded":
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{host} did not come back within {timeout:.0f}s")
+    lab_module.reboot(state.load().host(host))
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def installed(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("installed")
     source, wheels = work / "source", work / "wheels"
     # Built from a copy of what the build configuration names, so the checkout gets no build/ of its own.
-    for part in ("pyproject.toml", "src", "templates", "tests/hosts"):
+    for part in ("pyproject.toml", "src", "templates", "runbooks", "tests/hosts"):
         copy = shutil.copytree if (REPO_ROOT / part).is_dir() else shutil.copy
         (source / part).parent.mkdir(parents=True, exist_ok=True)
         copy(REPO_ROOT / part, source / part)
@@ -88,3 +88,12 @@ def test_deploys_find_their_templates_in_the_installed_package(installed):
     where, unit = result.stdout.split("\n", 1)
     assert Path(where).is_relative_to(installed) and not Path(where).is_relative_to(REPO_ROOT)
     assert "User=k3ops" in unit and "EnvironmentFile=-/etc/k3ops/secrets/engine.env" in unit
+
+
+def test_the_doctor_finds_its_runbooks_in_the_installed_package(installed):
+    listing = ("from k3ops.doctor.runbooks import runbooks\n"
+               "print(next(iter(runbooks().values())).path.parent, len(runbooks()))\n")
+    result = run_installed(installed, "python", "-c", listing)
+    assert result.returncode == 0, result.stderr
+    where, count = result.stdout.split()
+    assert Path(where).is_relative_to(installed) and int(count) >= 18

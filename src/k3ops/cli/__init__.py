@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import check, lab, model, nccl, serve, validate
+from . import check, doctor, lab, model, nccl, serve, validate
 
-VERBS = (lab, validate, check, nccl, model, serve)
+VERBS = (lab, validate, check, nccl, doctor, model, serve)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`k3ops lab up|status|ssh|link|down`: the simulated GPU fleet on this machine."""
+"""`k3ops lab up|status|ssh|link|fault|down`: the simulated GPU fleet on this machine."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ def register(verbs) -> None:
     link.add_argument("host")
     link.add_argument("state", choices=("up", "down"))
     link.set_defaults(handler=lab_link)
+
+    fault = commands.add_parser("fault", help="inject a runbook's fault into a lab host, or clear them (drills)")
+    fault.add_argument("host", nargs="?")
+    fault.add_argument("fault", nargs="?", help="the fault's name (see --list)")
+    fault.add_argument("--list", action="store_true", help="list the faults, with the runbook each drills")
+    fault.add_argument("--clear", action="store_true", help="undo every fault injected into HOST")
+    fault.set_defaults(handler=lab_fault, parser=fault)
 
     down = commands.add_parser("down", help="stop the lab and remove all it made (idempotent)")
     down.set_defaults(handler=lab_down)
@@ -101,6 +108,35 @@ def lab_link(args) -> int:
         return 2
     network.set_link(host, args.state == "up")
     print(f"{host.name}: link {args.state}")
+    return 0
+
+
+def lab_fault(args) -> int:
+    from ..lab import faults
+
+    if args.list:
+        if args.host or args.clear:
+            args.parser.error("--list takes no host and no --clear")
+        print_rows([{"fault": fault.name, "runbook": fault.runbook, "what": fault.description}
+                    for fault in faults.FAULTS.values()],
+                   [("FAULT", lambda row: row["fault"]), ("RUNBOOK", lambda row: row["runbook"]),
+                    ("WHAT IT SIMULATES", lambda row: row["what"])])
+        return 0
+    if not args.host or bool(args.fault) == args.clear:
+        args.parser.error("give HOST FAULT, HOST --clear, or --list")
+    host = lab_host("fault", args.host)
+    if host is None:
+        return 2
+    try:
+        if args.clear:
+            cleared = faults.clear(host)
+            print(f"{host.name}: cleared {', '.join(cleared) or 'nothing (no fault injected)'}")
+        else:
+            faults.inject(host, args.fault)
+            print(f"{host.name}: {args.fault} injected ({faults.FAULTS[args.fault].description})")
+    except faults.FaultError as error:
+        print(f"k3ops lab fault: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

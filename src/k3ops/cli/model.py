@@ -6,11 +6,13 @@ import shlex
 
 from ..facts.checkpoint import ModelCheckpoints
 from ..onhost import layout
-from ..remote import on_hosts
+from ..doctor.runbooks import runbooks
+from ..remote import CommandFailed, on_hosts
 from ..spec.host import GpuHostSpec
 from ..spec.model import ModelHostSpec
 from .output import add_inventory_command, print_messages, print_results
 
+CORRUPT_RUNBOOK = "checkpoint-corrupt"
 STATUS_COLUMNS = [
     ("HOST", lambda row: row["host"]),
     ("MODEL", lambda row: row["model"]),
@@ -52,9 +54,18 @@ def show_status(args) -> int:
 
 def verify(args) -> int:
     def start_verification(host) -> str:
-        model = ModelHostSpec.model_validate(host.data).model.name
-        host.check_output(f"systemctl start {layout.instance(layout.VERIFY_UNIT_TEMPLATE, model)}")
-        return "verified"
+        spec = ModelHostSpec.model_validate(host.data)
+        ok, _, _ = host.run(f"systemctl start {layout.instance(layout.VERIFY_UNIT_TEMPLATE, spec.model.name)}")
+        state = host.get_fact(ModelCheckpoints, cache_path=spec.model_cache_path).get(spec.model.name, {})
+        if ok and not state.get("bad_files"):
+            return "verified"
+        if state.get("bad_files"):
+            raise CommandFailed(f"{len(state['bad_files'])} bad files in {spec.model.name}@{state.get('active')}: "
+                                f"{', '.join(state['bad_files'])}; the next `pyinfra INVENTORY deploys/model.py` "
+                                f"repairs them (runbook: {runbooks()[CORRUPT_RUNBOOK].location})")
+        unit = layout.instance(layout.VERIFY_UNIT_TEMPLATE, spec.model.name)
+        raise CommandFailed(f"the verification of {spec.model.name} did not run ({state.get('message') or 'no message'}"
+                            f"): see `journalctl -u {unit}`")
 
     return print_messages(on_hosts(args.inventory, serves_a_model, start_verification))
 

@@ -52,6 +52,35 @@ class EngineState(FactBase[dict]):
         return json.loads("\n".join(output))
 
 
+class EngineGeneration(FactBase[dict]):
+    """
+    Returns whether the engine generated one token within ``timeout_seconds`` (``answered`` is ``None``
+    where the watchdog is not installed):
+
+    .. code:: python
+
+        {"answered": False, "seconds": 30.0, "detail": "http://127.0.0.1:8000/v1/chat/completions: timed out"}
+    """
+
+    @override
+    def command(self, chat_url: str, served_name: str, timeout_seconds: int):
+        return StringCommand(WATCHDOG_COMMAND, "--url", QuoteString(chat_url), "--served-name",
+                             QuoteString(served_name), "--chat", QuoteString(chat_url), "--probe",
+                             str(int(timeout_seconds)))
+
+    @override
+    def requires_command(self, *args, **kwargs) -> str:
+        return WATCHDOG_COMMAND
+
+    @staticmethod
+    def default():
+        return {"answered": None, "seconds": None, "detail": "the watchdog is not installed"}
+
+    @override
+    def process(self, output):
+        return json.loads("\n".join(output))
+
+
 class EngineMetrics(FactBase[dict]):
     """
     Returns running and waiting requests and KV cache use (0..1), summed over the metrics page's

@@ -80,6 +80,21 @@ def wait_for_ssh(host: state.LabHost, timeout: float = BOOT_TIMEOUT_SECONDS) -> 
     raise LabError(f"{host.name} did not come up within {timeout:.0f}s; see {hosts.paths(host)['console.log']}")
 
 
+REBOOT_MARKER = "/run/k3ops-lab-before-reboot"  # gone once the host has booted again (/run starts empty)
+
+
+def reboot(host: state.LabHost, timeout: float = BOOT_TIMEOUT_SECONDS) -> None:
+    """Reboot a host from inside and wait for its new boot to finish."""
+    ssh(host, [f"touch {REBOOT_MARKER} && systemctl reboot"], capture=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = ssh(host, [f"test ! -e {REBOOT_MARKER} && systemctl is-system-running --wait"], capture=True)
+        if probe.returncode == 0 or probe.stdout.strip() == "degraded":
+            return
+        time.sleep(0.5)
+    raise LabError(f"{host.name} did not come back within {timeout:.0f}s; see {hosts.paths(host)['console.log']}")
+
+
 def ssh_command(host: state.LabHost, command: list[str]) -> list[str]:
     return ["ssh", "-i", str(state.ssh_key()), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",

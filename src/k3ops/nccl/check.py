@@ -14,16 +14,14 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from fnmatch import fnmatch
 
 from ..facts.amd import RocmVersion
 from ..facts.fabric_check import SshHostKey
 from ..facts.nvidia import NvidiaKernelModule
-from ..inventory import SshTarget, load
+from ..inventory import SshTarget, selected
 from ..onhost import layout
 from ..remote import CommandFailed, RemoteHost
 from ..facts.reader import FactError
-from ..spec import inventory_errors
 from ..spec.engine import EngineHostSpec
 from ..spec.fabric import FabricCheckSpec
 from ..spec.host import GpuHostSpec
@@ -91,19 +89,11 @@ class Check:
 
 def select_hosts(inventory_path: str, limit: list[str] | None) -> list[CheckedHost]:
     """The inventory's GPU hosts (`limit`: names or globs), validated before any host is touched."""
-    inventory = load(inventory_path)
-    errors = inventory_errors(inventory)
-    if errors:
-        raise ValueError("invalid inventory data:\n  " + "\n  ".join(errors))
-    names = [host.name for host in inventory]
-    for pattern in limit or []:
-        if not any(fnmatch(name, pattern) for name in names):
-            raise ValueError(f"--limit: {pattern!r} matches no host of {inventory_path}")
     chosen = []
-    for host in inventory:
+    for host in selected(inventory_path, limit):
         data = host.data.dict()
         spec = GpuHostSpec.model_validate(data)
-        if spec.gpu_vendor is None or (limit and not any(fnmatch(host.name, pattern) for pattern in limit)):
+        if spec.gpu_vendor is None:
             continue
         engine, fabric = EngineHostSpec.model_validate(data).engine, FabricCheckSpec.model_validate(data)
         chosen.append(CheckedHost(target=SshTarget.of(host), spec=spec, fabric=fabric,

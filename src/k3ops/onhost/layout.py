@@ -35,6 +35,9 @@ NCCL_KNOWN_HOSTS = f"{USERS_HOME}/{NCCL_USER}/.ssh/known_hosts"  # the run's hos
 NCCL_KEY_NAME = "k3ops-nccl"
 FABRIC_CHECK_DIR = "/var/lib/k3ops/fabric"
 FABRIC_CHECK_RESULT = f"{FABRIC_CHECK_DIR}/last-check.json"
+# Left by a rollout (driver upgrade, drain) while it works on the host: the doctor reports the host as under
+# maintenance instead of alarming. JSON: {"reason": ..., "since": ISO time, "by": who}.
+MAINTENANCE_MARKER = "/var/lib/k3ops/maintenance.json"
 
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"

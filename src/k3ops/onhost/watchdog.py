@@ -21,6 +21,9 @@ from pathlib import Path
 from .layout import API_KEY_VARIABLES, ENGINE_REVISION_FILE, ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_STATE_FILE
 
 CHECK_TIMEOUT_SECONDS = 10
+# Words of the watchdog's log that the doctor reads: a restart, and a start that never became healthy.
+RESTARTING = "restarting"
+START_TIMED_OUT = "after start"
 
 
 def healthy(url: str, models_url: str | None, served_name: str | None) -> tuple[bool, str]:
@@ -48,7 +51,7 @@ def decide(state: dict, invocation: str, running_seconds: float, ok: bool, failu
     if not state["healthy_once"]:
         if running_seconds < start_timeout:
             return state, None  # still loading: the port opens only after the weights are in
-        return state, f"not healthy {running_seconds:.0f} s after start (limit {start_timeout:.0f} s)"
+        return state, f"not healthy {running_seconds:.0f} s {START_TIMED_OUT} (limit {start_timeout:.0f} s)"
     state = {**state, "failures": state["failures"] + 1}
     if state["failures"] >= failures:
         return {**state, "failures": 0}, f"{state['failures']} failed health checks in a row"
@@ -80,6 +83,18 @@ def get(url: str, body: dict | None = None, timeout: float = CHECK_TIMEOUT_SECON
         request.add_header("Authorization", f"Bearer {key}")
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.read().decode()
+
+
+def probe(url: str, served_name: str | None, timeout: float) -> dict:
+    """Whether the engine generates at all: one token within `timeout` s. /health answers from the API
+    server even while the engine behind it is stuck, so only a generation can tell."""
+    body = {"model": served_name, "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
+    started = time.monotonic()
+    try:
+        get(url, body, timeout=timeout)
+    except (OSError, ValueError) as error:
+        return {"answered": False, "seconds": round(time.monotonic() - started, 1), "detail": f"{url}: {error}"}
+    return {"answered": True, "seconds": round(time.monotonic() - started, 1), "detail": "generated one token"}
 
 
 def wait(args) -> int:
@@ -126,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat", metavar="URL", help="print the served model's answer to --message from this "
                                                        "chat completions URL, and exit")
     parser.add_argument("--message", default="Hello!")
+    parser.add_argument("--probe", type=float, metavar="SECONDS",
+                        help="with --chat: print whether one token came within SECONDS (JSON), and exit")
     # A watchdog run's limits come from the host's engine spec, through the unit: no defaults here.
     parser.add_argument("--failures", type=int)
     parser.add_argument("--start-timeout", type=float)
@@ -137,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             print(get(args.metrics))
         except OSError as error:
             print(f"# unavailable: {error}")
+        return 0
+    if args.chat and args.probe:
+        print(json.dumps(probe(args.chat, args.served_name, args.probe)))
         return 0
     if args.chat:
         body = {"model": args.served_name, "max_tokens": 16, "messages": [{"role": "user", "content": args.message}]}
@@ -169,7 +189,7 @@ def watch(args) -> int:
     if not ok:
         print(f"{args.unit}: unhealthy: {why}", flush=True)
     if restart:
-        print(f"{args.unit}: restarting: {restart}", flush=True)
+        print(f"{args.unit}: {RESTARTING}: {restart}", flush=True)
         subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
     return 0
 

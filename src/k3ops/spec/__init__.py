@@ -15,12 +15,13 @@ from pydantic import ValidationError
 from pyinfra.api.exceptions import InventoryError
 
 from .connection import ConnectionSpec
+from .doctor import DoctorSpec
 from .engine import EngineHostSpec, cluster_errors, controller_errors
 from .fabric import FabricCheckSpec
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, ConnectionSpec)
+SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, DoctorSpec, ConnectionSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 

@@ -1,8 +1,15 @@
-"""The boot layer loads only what a driver package staged, and only for hardware that is present."""
+"""The boot layer loads only what a driver package staged, and only for hardware that is present; a boot
+clears the faults a reboot clears; Secure Boot refuses the unsigned modules; modprobe loads the GPU modules."""
 
-from k3ops.lab.sim import boot
+import json
+import os
 
-from ..fake_host import bare_host
+import pytest
+
+from k3ops.lab.sim import amd_smi, boot, nvidia_smi, rocm_smi
+from k3ops.lab.sim.host import KERNEL_MODULE_STAGING
+
+from ..fake_host import DRIVER, amd_host, bare_host, nvidia_host, run, write
 
 
 def test_nothing_is_loaded_before_a_driver_is_installed(tmp_path):
@@ -101,3 +108,133 @@ def test_modprobe_without_the_driver_package_finds_no_module(tmp_path, capsys):
     boot.load_kernel_modules(host)
     assert boot.modprobe_main(["nvidia-peermem"], host) == 1
     assert "Module nvidia_peermem not found" in capsys.readouterr().err
+
+
+@pytest.fixture
+def device_nodes(monkeypatch):
+    """The character devices the boot layer makes, by name (mknod needs CAP_MKNOD, which tests may lack)."""
+    made = {}
+
+    def mknod(path, mode=0o600, device=0):
+        made[os.path.basename(path)] = (os.major(device), os.minor(device))
+        open(path, "w").close()
+
+    monkeypatch.setattr(os, "mknod", mknod)
+    return made
+
+
+@pytest.fixture
+def container_boot(monkeypatch):
+    """boot() without the steps that mount over /proc and probe block devices (the lab host's own)."""
+    for step in ("boot_with_command_line", "simulate_sysctls", "refresh_disk_links", "mount_fstab_block_devices"):
+        monkeypatch.setattr(boot, step, lambda host: None)
+
+
+NVIDIA_BUILD = {"nvidia": {"version": DRIVER, "flavour": "open"}}
+
+
+def bound_driver(root, bus_id):
+    link = root / "sys/bus/pci/devices" / bus_id / "driver"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else None
+
+
+def test_a_boot_clears_the_transient_faults_and_keeps_the_inforom(tmp_path):
+    faults = {"nvlink_down_links": {"3": [0, 1]}, "xgmi_down_links": {"2": [0]}, "remapped_rows_pending": [5],
+              "remapped_rows": {"1": 2}, "row_remap_failure": [6], "nic_throughput_share": 0.5}
+    host, hardware = bare_host(tmp_path, "h200x8", faults=faults)
+    hardware["gpus"][3]["fallen_off_bus"] = True
+    host.write_hardware(hardware)
+    assert boot.clear_transient_faults(host)
+    after = host.hardware()
+    assert not any("fallen_off_bus" in gpu for gpu in after["gpus"])
+    assert after["faults"] == {"remapped_rows": {"1": 2, "5": 1}, "row_remap_failure": [6], "nic_throughput_share": 0.5}
+    assert after["gpus"][3] == {key: value for key, value in hardware["gpus"][3].items() if key != "fallen_off_bus"}
+    document = tmp_path / "etc/k3ops-lab/hardware.json"
+    written = document.stat().st_mtime_ns
+    assert not boot.clear_transient_faults(host) and document.stat().st_mtime_ns == written
+
+
+def test_boot_sees_the_healthy_hardware(tmp_path, container_boot, device_nodes):
+    host, hardware = bare_host(tmp_path, "h200x8", staged_modules=NVIDIA_BUILD)
+    hardware["gpus"][3]["fallen_off_bus"] = True
+    host.write_hardware(hardware)
+    boot.boot(host)
+    assert bound_driver(tmp_path, hardware["gpus"][3]["pci_bus_id"]) == "nvidia"
+    assert device_nodes["nvidia3"] == (195, 3) and device_nodes["nvidiactl"] == (195, 255)
+    assert len(host.visible_gpus()) == 8
+
+
+def test_secure_boot_refuses_the_unsigned_modules(tmp_path, capsys, container_boot, device_nodes):
+    host, hardware = nvidia_host(tmp_path, module=None)
+    for module, build in {**PEERMEM, "nvidia": {"version": DRIVER, "flavour": "open"}}.items():
+        write(tmp_path, f"{KERNEL_MODULE_STAGING}/{module}", json.dumps(build))
+    write(tmp_path, "etc/modules-load.d/k3ops.conf", "nvidia-peermem\n")
+    host.write_hardware({**hardware, "secure_boot": True})
+    boot.boot(host)
+    assert capsys.readouterr().err.splitlines() == [
+        "k3ops-lab: kernel: Loading of unsigned module is rejected",
+        "k3ops-lab: systemd-udevd: Failed to insert module 'nvidia': Key was rejected by service",
+        "k3ops-lab: kernel: Loading of unsigned module is rejected",
+        "k3ops-lab: systemd-modules-load: Failed to insert module 'nvidia_peermem': Key was rejected by service",
+    ]
+    assert host.nvidia_module_version() is None and not device_nodes
+    assert bound_driver(tmp_path, hardware["gpus"][0]["pci_bus_id"]) is None
+    assert (tmp_path / f"sys/firmware/efi/vars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}/data").read_bytes() == b"\x01"
+    status, out, _ = run(nvidia_smi, capsys, host, "-L")
+    assert status == 9 and out.startswith("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                                          "driver. Make sure that the latest NVIDIA driver is installed and running.")
+    for module in ("nvidia", "nvidia-peermem"):
+        status, _, err = run(boot.modprobe_main, capsys, host, module)
+        name = module.replace("-", "_")
+        assert status == 1 and err == f"modprobe: ERROR: could not insert '{name}': Key was rejected by service\n"
+    assert host.nvidia_module_version() is None
+
+
+def test_modprobe_loads_the_staged_nvidia_module_as_a_boot_would(tmp_path, capsys, device_nodes):
+    host, hardware = nvidia_host(tmp_path, module=None)
+    write(tmp_path, f"{KERNEL_MODULE_STAGING}/nvidia", json.dumps(NVIDIA_BUILD["nvidia"]))
+    assert run(nvidia_smi, capsys, host, "-L")[0] == 9
+    status, out, err = run(boot.modprobe_main, capsys, host, "nvidia")
+    assert (status, out, err) == (0, "", "")
+    assert host.nvidia_module_version() == DRIVER
+    assert (tmp_path / "sys/module/nvidia/taint").read_text() == "OE\n"
+    assert (tmp_path / "sys/module/nvidia/initstate").read_text() == "live\n"
+    assert {bound_driver(tmp_path, gpu["pci_bus_id"]) for gpu in hardware["gpus"]} == {"nvidia"}
+    assert bound_driver(tmp_path, hardware["nvswitches"][0]["pci_bus_id"]) == "nvidia-nvswitch"
+    assert bound_driver(tmp_path, hardware["nics"][0]["pci_bus_id"]) == "mlx5_core"
+    assert {f"nvidia{index}" for index in range(8)} | {"nvidiactl", "nvidia-uvm"} == set(device_nodes)
+    status, out, _ = run(nvidia_smi, capsys, host, "-L")
+    assert status == 0 and len(out.splitlines()) == 8
+    assert run(boot.modprobe_main, capsys, host, "nvidia")[:2] == (0, "")  # loaded already: nothing to do
+    assert boot.modprobe_main(["nvidia-peermem"], host) == 1  # not staged here: kmod's error, below
+    assert "Module nvidia_peermem not found" in capsys.readouterr().err
+
+
+def test_modprobe_loads_the_staged_amdgpu_module(tmp_path, capsys, device_nodes):
+    host, _ = amd_host(tmp_path, amdgpu="")
+    write(tmp_path, f"{KERNEL_MODULE_STAGING}/amdgpu", '{"version": "6.14.14", "flavour": "dkms"}')
+    assert not (tmp_path / "sys/module/amdgpu/initstate").exists()
+    assert run(rocm_smi, capsys, host, "--showproductname")[2].startswith("ERROR:root:Driver not initialized")
+    assert run(boot.modprobe_main, capsys, host, "amdgpu")[0] == 0
+    assert (tmp_path / "sys/module/amdgpu/initstate").read_text() == "live\n"
+    assert host.amdgpu_module_version() == "6.14.14"
+    assert device_nodes["kfd"] == (511, 0) and device_nodes["renderD128"] == (226, 128)
+    status, out, err = run(rocm_smi, capsys, host, "--showproductname")
+    assert status == 0 and "Card Series" in out and not err
+    assert run(amd_smi, capsys, host, "version")[0] == 0
+
+
+def test_modprobe_leaves_removal_and_unstaged_modules_to_kmod(tmp_path, monkeypatch):
+    host, _ = bare_host(tmp_path, "h200x8", staged_modules=NVIDIA_BUILD)
+    calls = []
+
+    def execv(path, args):
+        calls.append(args)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    for argv in (["-r", "nvidia"], ["amdgpu"], ["bonding"]):
+        with pytest.raises(SystemExit):
+            boot.modprobe_main(argv, host)
+    assert calls == [[boot.KMOD_MODPROBE, "-r", "nvidia"], [boot.KMOD_MODPROBE, "amdgpu"],
+                     [boot.KMOD_MODPROBE, "bonding"]]

@@ -4,7 +4,10 @@ NVLink fabric state as fabric manager leaves it, read by the fact the fabric pre
 import json
 import os
 import re
+import socket
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -398,3 +401,131 @@ def test_bad_arguments_are_refused_as_nvidia_smi_does(tmp_path, capsys):
     assert status == 6 and out == "No devices were found\n"
     status, out, _ = run(nvidia_smi, capsys, host, "--query-gpu=name")
     assert status == 2 and out.startswith('"--format=" switch is missing.')
+
+
+# GPU reset (-r): refused while a client holds the GPUs, as root only; it activates a pending row remap.
+IN_USE_ONE = ("The following GPUs could not be reset:\n"
+              "  GPU 00000000:{bus}:00.0: In use by another client\n\n"
+              "1 device is currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
+              "application, graphics application such as an X server, or a monitoring application such as another "
+              "instance of nvidia-smi). Please first kill all processes using this device and all compute "
+              "applications running in the system.\n")
+
+
+@pytest.fixture
+def root(monkeypatch):
+    monkeypatch.setattr(nvidia_smi, "running_as_root", lambda: True)
+
+
+@pytest.fixture
+def no_hostengine(monkeypatch):
+    """Nothing listens where nv-hostengine would (a port just closed)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        address = listener.getsockname()
+    monkeypatch.setattr(nvidia_smi, "HOSTENGINE_ADDRESS", address)
+
+
+def remapped_rows(out):
+    return {path[-1]: value for path, value in q_entries(out) if "Remapped Rows" in path}
+
+
+def test_reset_is_refused_while_persistenced_holds_the_gpus(tmp_path, capsys, root, no_hostengine):
+    host, _ = nvidia_host(tmp_path, faults={"remapped_rows_pending": [3]})
+    before = (tmp_path / "etc/k3ops-lab/hardware.json").read_text()
+    status, out, _ = run(nvidia_smi, capsys, host, "-r", "-i", "3")
+    assert status == 255 and out == IN_USE_ONE.format(bus="5D")
+    assert (tmp_path / "etc/k3ops-lab/hardware.json").read_text() == before
+    status, out, _ = run(nvidia_smi, capsys, host, "--gpu-reset", "-i", "0,1")
+    assert status == 255
+    assert out.splitlines()[1:3] == ["  GPU 00000000:18:00.0: In use by another client",
+                                     "  GPU 00000000:2A:00.0: In use by another client"]
+    assert out.splitlines()[4].startswith("2 devices are currently being used by")
+    assert out.rstrip().endswith("kill all processes using these devices and all compute applications running "
+                                 "in the system.")
+
+
+def test_reset_is_refused_while_the_dcgm_host_engine_runs(tmp_path, capsys, root, monkeypatch):
+    host, _ = nvidia_host(tmp_path, persistence=False)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        monkeypatch.setattr(nvidia_smi, "HOSTENGINE_ADDRESS", listener.getsockname())
+        status, out, _ = run(nvidia_smi, capsys, host, "-r", "-i", "0")
+    assert status == 255 and out == IN_USE_ONE.format(bus="18")
+
+
+def test_reset_needs_root(tmp_path, capsys, monkeypatch, no_hostengine):
+    host, _ = nvidia_host(tmp_path, persistence=False)
+    monkeypatch.setattr(nvidia_smi, "running_as_root", lambda: False)
+    status, out, _ = run(nvidia_smi, capsys, host, "-r", "-i", "0")
+    assert status == 4
+    assert out == "The following GPUs could not be reset:\n  GPU 00000000:18:00.0: Insufficient Permissions\n"
+
+
+def test_reset_activates_the_pending_remap_and_the_inforom_keeps_it(tmp_path, capsys, root, no_hostengine):
+    host, _ = nvidia_host(tmp_path, persistence=False, faults={"remapped_rows_pending": [3]})
+    _, out, _ = run(nvidia_smi, capsys, host, "-q", "-d", "ROW_REMAPPER", "-i", "3")
+    assert remapped_rows(out)["Pending"] == "Yes" and remapped_rows(out)["Correctable Error"] == "1"
+    status, out, _ = run(nvidia_smi, capsys, host, "-r", "-i", "3")
+    assert status == 0 and out == "GPU 00000000:5D:00.0 was successfully reset.\nAll done.\n"
+    faults = host.hardware()["faults"]
+    assert "remapped_rows_pending" not in faults and faults["remapped_rows"] == {"3": 1}
+    assert oct((tmp_path / "etc/k3ops-lab/hardware.json").stat().st_mode & 0o777) == "0o644"
+    assert [path.name for path in (tmp_path / "etc/k3ops-lab").iterdir()] == ["hardware.json"]
+    _, out, _ = run(nvidia_smi, capsys, host, "-q", "-d", "ROW_REMAPPER", "-i", "3")
+    rows = remapped_rows(out)
+    # The InfoROM counted the row when it was marked: the count stays, Pending goes, one bank keeps its spare row spent.
+    assert (rows["Correctable Error"], rows["Uncorrectable Error"], rows["Pending"]) == ("1", "0", "No")
+    assert (rows["High"], rows["Remapping Failure Occurred"]) == ("1 bank(s)", "No")
+    assert re.search(r"(?m)^ +Pending +: No$", out)  # the runbook's Verify
+    _, out, _ = run(nvidia_smi, capsys, host, "-q", "-d", "ECC", "-i", "3")
+    dram = [value for path, value in q_entries(out) if path[-1] == "DRAM Correctable"]
+    assert dram == ["0", "12"]  # the reset zeroed the volatile count; the aggregate one stays
+    _, out, _ = run(nvidia_smi, capsys, host, "--query-gpu=remapped_rows.correctable,remapped_rows.pending",
+                    "--format=csv,noheader", "-i", "3")
+    assert out == "1, No\n"
+    run(nvidia_smi, capsys, host, "-r", "-i", "3")
+    assert host.hardware()["faults"]["remapped_rows"] == {"3": 1}  # nothing was pending any more
+
+
+def test_reset_of_every_gpu_on_an_nvswitch_board_resets_the_switches_too(tmp_path, capsys, root, no_hostengine):
+    host, _ = nvidia_host(tmp_path, persistence=False)
+    status, out, _ = run(nvidia_smi, capsys, host, "-r")
+    lines = out.splitlines()
+    assert status == 0 and len(lines) == 10
+    assert lines[0] == "GPU 00000000:18:00.0 was successfully reset."
+    assert lines[8].startswith("Note: The operation has successfully reset all GPUs and NVSwitches.")
+    assert lines[9] == "All done."
+
+
+def test_remap_failure_shows_and_outlives_a_reset(tmp_path, capsys, root, no_hostengine):
+    host, _ = nvidia_host(tmp_path, persistence=False, faults={"row_remap_failure": [2]})
+    run(nvidia_smi, capsys, host, "-r", "-i", "2")
+    _, out, _ = run(nvidia_smi, capsys, host, "-q", "-d", "ROW_REMAPPER")
+    blocks = out.split("GPU 0000")[1:]
+    failures = [remapped_rows("GPU" + block)["Remapping Failure Occurred"] for block in blocks]
+    assert failures == ["No", "No", "Yes", "No", "No", "No", "No", "No"]
+    assert remapped_rows("GPU" + blocks[2])["None"] == "1 bank(s)"
+    _, out, _ = run(nvidia_smi, capsys, host, "--query-gpu=remapped_rows.failure", "--format=csv,noheader")
+    assert out.split() == ["No", "No", "Yes", "No", "No", "No", "No", "No"]
+
+
+def test_faults_follow_the_hardware_index_when_a_gpu_is_lost(tmp_path, capsys, root, no_hostengine):
+    host, hardware = nvidia_host(tmp_path, persistence=False, faults={"remapped_rows_pending": [3]})
+    hardware["gpus"][1]["fallen_off_bus"] = True
+    host.write_hardware(hardware)
+    _, out, _ = run(nvidia_smi, capsys, host, "-r", "-i", "2")  # NVML's GPU 2 is the hardware's GPU 3
+    assert out.startswith("GPU 00000000:5D:00.0 was successfully reset.")
+    assert host.hardware()["faults"]["remapped_rows"] == {"3": 1}
+
+
+def test_stale_persistenced_socket_holds_nothing(capsys):
+    """persistenced killed with SIGKILL leaves its socket with no listener: no persistence, nothing held."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as root:  # short: AF_UNIX paths are at most 107 bytes
+        host, _ = nvidia_host(Path(root), persistence=False)
+        path = Path(root) / "run/nvidia-persistenced/socket"
+        path.parent.mkdir(parents=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen()
+        assert host.persistenced_running() and host.persistence_mode()
+        listener.close()
+        assert path.is_socket() and not host.persistenced_running() and not host.persistence_mode()

@@ -1,9 +1,12 @@
 """The lab host's boot layer: what firmware, the kernel and udev would do on real hardware.
 
 Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`), it
+- clears the faults a reboot clears on real hardware (a GPU fallen off the bus is back, NVLink and XGMI
+  links retrain, the GPU reset of a boot activates pending row remaps) and writes hardware.json back,
 - lays out the sysfs that real `lspci`, `dmidecode` and `mokutil` read (tmpfs mounts made by nspawn),
 - "loads" the kernel modules that driver packages staged, so /sys/module/<name>/version changes only
-  at a reboot, as on a real host, and creates their device nodes,
+  at a reboot (or a modprobe of a module not loaded), as on a real host, and creates their device nodes;
+  with Secure Boot on the kernel refuses them, as it refuses a DKMS build no enrolled key signed,
 - stands in for the bootloader: the kernel command line is the one /etc/default/grub asks for
   (read at boot, as update-grub + reboot would give), bind-mounted over /proc/cmdline,
 - simulates the kernel tunables deploys set, backed by files over /proc/sys,
@@ -25,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from .host import KERNEL_MODULE_STAGING, SimHost
+from .nvidia_devices import activate_pending_remaps
 from .sysfs import write_sysfs
 
 # Each module: the GPU vendor it drives, its device nodes (name, major, minor), and the kernel's
@@ -61,24 +65,103 @@ SYSCTL_FILES = ("usr/lib/sysctl.d/*.conf", "etc/sysctl.d/*.conf")
 GRUB_DEFAULTS = "etc/default/grub"
 SIMULATED_CMDLINE = "run/k3ops-lab/cmdline"
 KERNEL_IMAGE_ARGUMENTS = "BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro"
+# Faults a reboot clears: in each GPU's entry, and under hardware["faults"]. A GPU that fell off the bus
+# (Xid 79) is usually back after a reboot (a recurrence is the hardware's); NVLink and XGMI links train
+# again at boot. Row remaps, the InfoROM's, and a remap failure stay.
+TRANSIENT_GPU_FAULTS = ("fallen_off_bus",)
+TRANSIENT_FAULTS = ("nvlink_down_links", "xgmi_down_links")
+# Secure Boot: the kernel's module signature check (kernel/module/signing.c, module_sig_check) logs
+# "Loading of %s is rejected" with reason "unsigned module" and fails the load with EKEYREJECTED, whose
+# strerror kmod's modprobe ("modprobe: ERROR: could not insert '%s': %s") and systemd's module loader
+# ("Failed to insert module '%s': %m", src/shared/module-util.c) print: "Key was rejected by service"
+# (e.g. tuxedocomputers/tuxedo-keyboard issue 186, google/gasket-driver issue 11, lolo101/px1800kbd issue 10).
+KERNEL_UNSIGNED_REJECTED = "Loading of unsigned module is rejected"
+KEY_REJECTED = "Key was rejected by service"
+# nvidia.ko's init fails without an NVIDIA GPU ("NVRM: No NVIDIA devices probed."): ENODEV.
+NO_SUCH_DEVICE = "No such device"
+UNKNOWN_SYMBOL = "Unknown symbol in module, or unknown parameter (see dmesg)"
+
+
+def clear_transient_faults(host: SimHost) -> bool:
+    """What a reboot clears on real hardware, written back to hardware.json (atomically) before anything
+    reads the hardware for this boot; returns whether anything was cleared."""
+    hardware = host.hardware()
+    changed = False
+    for gpu in hardware.get("gpus", []):
+        for fault in TRANSIENT_GPU_FAULTS:
+            changed |= gpu.pop(fault, None) is not None
+    faults = hardware.setdefault("faults", {})
+    for fault in TRANSIENT_FAULTS:
+        changed |= faults.pop(fault, None) is not None
+    # A boot resets every GPU, which activates a pending row remap as `nvidia-smi -r` does.
+    changed |= activate_pending_remaps(hardware)
+    if changed:
+        host.write_hardware(hardware)
+    return changed
+
+
+def signature_refusal(host: SimHost) -> str | None:
+    """Why the kernel refuses a staged module, None when it loads it. The lab's DKMS packages stage
+    unsigned builds (vendor_repo.py writes only a version and a flavour) and no MOK is simulated, so with
+    Secure Boot on every staged module is an unsigned one the kernel rejects."""
+    return KEY_REJECTED if host.hardware().get("secure_boot") else None
+
+
+def load_gpu_module(host: SimHost, module: str) -> str | None:
+    """Load a staged GPU driver module (nvidia, amdgpu) as the kernel would: its version, taint and
+    initstate under /sys/module. Returns why the kernel refuses it (an errno's text), None once it is live."""
+    refusal = signature_refusal(host)
+    if refusal:
+        return refusal
+    spec = KERNEL_MODULES[module]
+    if spec["vendor"] == "nvidia" and (host.hardware().get("gpu_model") or {}).get("vendor") != "nvidia":
+        return NO_SUCH_DEVICE
+    build = json.loads(host.path(f"{KERNEL_MODULE_STAGING}/{module}").read_text())
+    module_dir = host.path(f"sys/module/{module}")
+    module_dir.mkdir(parents=True, exist_ok=True)
+    (module_dir / "version").write_text(build["version"] + "\n")
+    (module_dir / "taint").write_text(spec["taint"].get(build["flavour"], "OE") + "\n")
+    (module_dir / "initstate").write_text("live\n")
+    return None
 
 
 def load_kernel_modules(host: SimHost) -> dict[str, str]:
-    """Load each staged module whose hardware is present; returns {module: version}."""
+    """Load each staged module whose hardware is present, as udev does when it finds the device;
+    returns {module: version}. A refused module is reported as the kernel and udev log it."""
     vendor = (host.hardware().get("gpu_model") or {}).get("vendor")
     loaded = {}
     for module, spec in KERNEL_MODULES.items():
-        staged = host.path(f"{KERNEL_MODULE_STAGING}/{module}")
-        if spec["vendor"] != vendor or not staged.exists():
+        if spec["vendor"] != vendor or not host.path(f"{KERNEL_MODULE_STAGING}/{module}").exists():
             continue
-        build = json.loads(staged.read_text())
-        module_dir = host.path(f"sys/module/{module}")
-        module_dir.mkdir(parents=True, exist_ok=True)
-        (module_dir / "version").write_text(build["version"] + "\n")
-        (module_dir / "taint").write_text(spec["taint"].get(build["flavour"], "OE") + "\n")
-        (module_dir / "initstate").write_text("live\n")
-        loaded[module] = build["version"]
+        refusal = load_gpu_module(host, module)
+        if refusal:
+            _report_refusal("systemd-udevd", module, refusal)
+            continue
+        loaded[module] = host.path(f"sys/module/{module}/version").read_text().strip()
     return loaded
+
+
+def loaded_modules(host: SimHost) -> dict[str, str]:
+    """The GPU driver modules live now: {module: version}."""
+    return {module: host.path(f"sys/module/{module}/version").read_text().strip() for module in KERNEL_MODULES
+            if host.path(f"sys/module/{module}/initstate").exists()}
+
+
+def _report_refusal(loader: str, module: str, reason: str) -> None:
+    """The kernel's and the loader's lines for a refused module, on the boot service's stderr (its journal)."""
+    if reason == KEY_REJECTED:
+        print(f"k3ops-lab: kernel: {KERNEL_UNSIGNED_REJECTED}", file=sys.stderr)
+    print(f"k3ops-lab: {loader}: Failed to insert module '{module}': {reason}", file=sys.stderr)
+
+
+def insertion_refusal(host: SimHost, module: str) -> str | None:
+    """Why the kernel refuses a staged on-demand module: its signature first, then the symbols of its base module."""
+    refusal = signature_refusal(host)
+    if refusal:
+        return refusal
+    if not host.path(f"sys/module/{ON_DEMAND_MODULES[module]}/initstate").exists():
+        return UNKNOWN_SYMBOL
+    return None
 
 
 def load_on_demand_module(host: SimHost, module: str) -> str | None:
@@ -86,8 +169,9 @@ def load_on_demand_module(host: SimHost, module: str) -> str | None:
     staged = host.path(f"{KERNEL_MODULE_STAGING}/{module}")
     if not staged.exists():
         return f"Module {module} not found"
-    if not host.path(f"sys/module/{ON_DEMAND_MODULES[module]}/initstate").exists():
-        return f"could not insert '{module}': Unknown symbol in module, or unknown parameter (see dmesg)"
+    refusal = insertion_refusal(host, module)
+    if refusal:
+        return f"could not insert '{module}': {refusal}"
     module_dir = host.path(f"sys/module/{module}")
     module_dir.mkdir(parents=True, exist_ok=True)
     (module_dir / "version").write_text(json.loads(staged.read_text())["version"] + "\n")
@@ -237,31 +321,59 @@ def mount_fstab_block_devices(host: SimHost) -> None:
             print(f"k3ops-lab: could not mount {source} on {target}: {result.stderr.strip()}", file=sys.stderr)
 
 
+def load_on_demand_modules_at_boot(host: SimHost) -> None:
+    """systemd-modules-load: the on-demand modules modules-load.d names, with its messages."""
+    for module in modules_to_load_at_boot(host):
+        if module not in ON_DEMAND_MODULES:
+            continue
+        if not host.path(f"{KERNEL_MODULE_STAGING}/{module}").exists():
+            # src/shared/module-util.c, module_load_and_warn(): a name kmod cannot look up.
+            print(f"k3ops-lab: systemd-modules-load: Failed to find module '{module}'", file=sys.stderr)
+            continue
+        refusal = insertion_refusal(host, module)
+        if refusal:
+            _report_refusal("systemd-modules-load", module, refusal)
+            continue
+        load_on_demand_module(host, module)
+
+
+def bind_gpu_drivers(host: SimHost, hardware: dict, loaded: dict[str, str]) -> None:
+    """What the kernel shows once driver modules are live: the PCI functions bound to them, their device nodes."""
+    write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
+    create_device_nodes(host, loaded)
+
+
 def boot(host: SimHost) -> None:
+    clear_transient_faults(host)
     hardware = host.hardware()
     boot_with_command_line(host)
     simulate_sysctls(host)
     loaded = load_kernel_modules(host)
-    write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
+    bind_gpu_drivers(host, hardware, loaded)
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))
-    create_device_nodes(host, loaded)
-    for module in modules_to_load_at_boot(host):
-        if module in ON_DEMAND_MODULES:
-            problem = load_on_demand_module(host, module)
-            if problem:
-                print(f"k3ops-lab: systemd-modules-load: Failed to insert module '{module}': {problem}", file=sys.stderr)
+    load_on_demand_modules_at_boot(host)
     refresh_disk_links(host)
     mount_fstab_block_devices(host)
 
 
 def modprobe_main(argv: list[str], host: SimHost | None = None) -> int:
-    """`modprobe NAME` for the staged on-demand modules, as kmod prints its errors; kmod's for the rest."""
+    """`modprobe NAME` for the staged GPU modules (nvidia, amdgpu and the on-demand ones), as kmod prints
+    its errors; kmod's own for options (-r ...) and for every module no driver package staged."""
     host = host or SimHost()
     names = [word for word in argv if not word.startswith("-")]
     module = names[0].replace("-", "_") if names else None
-    if module not in ON_DEMAND_MODULES or any(word.startswith("-") for word in argv):
+    ours = module in ON_DEMAND_MODULES or (module in KERNEL_MODULES
+                                            and host.path(f"{KERNEL_MODULE_STAGING}/{module}").exists())
+    if not ours or any(word.startswith("-") for word in argv):
         os.execv(KMOD_MODPROBE, [KMOD_MODPROBE, *argv])
     if host.path(f"sys/module/{module}/initstate").exists():
+        return 0  # loaded already: nothing to do, as kmod
+    if module in KERNEL_MODULES:
+        refusal = load_gpu_module(host, module)
+        if refusal:
+            print(f"modprobe: ERROR: could not insert '{module}': {refusal}", file=sys.stderr)
+            return 1
+        bind_gpu_drivers(host, host.hardware(), loaded_modules(host))
         return 0
     problem = load_on_demand_module(host, module)
     if problem:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import tempfile
 from pathlib import Path
 
 HARDWARE_DOCUMENT = "etc/k3ops-lab/hardware.json"
@@ -30,7 +32,9 @@ CUDA_VERSION_BY_BRANCH = {"550": "12.4", "565": "12.7", "570": "12.8", "575": "1
 
 
 class SimHost:
-    """Read-only view of one lab host, rooted at `root` ("/" on the host itself)."""
+    """View of one lab host, rooted at `root` ("/" on the host itself). Tools only read it, except where
+    the real hardware keeps state across their runs (a GPU reset records a row remap in the InfoROM) or
+    the boot layer clears transient faults: those write the hardware document back with write_hardware."""
 
     def __init__(self, root: str | os.PathLike = "/"):
         self.root = Path(root)
@@ -40,6 +44,21 @@ class SimHost:
 
     def hardware(self) -> dict:
         return json.loads(self.path(HARDWARE_DOCUMENT).read_text())
+
+    def write_hardware(self, hardware: dict) -> None:
+        """Replace the hardware document atomically (temporary file, then rename), keeping its mode, so
+        that a tool reading it at the same time sees the old document or the new one, never a part."""
+        document = self.path(HARDWARE_DOCUMENT)
+        mode = document.stat().st_mode & 0o7777 if document.exists() else 0o644
+        descriptor, temporary = tempfile.mkstemp(dir=document.parent, prefix=f".{document.name}.")
+        try:
+            with os.fdopen(descriptor, "w") as stream:
+                stream.write(json.dumps(hardware, indent=2) + "\n")
+            os.chmod(temporary, mode)
+            os.replace(temporary, document)
+        except BaseException:
+            os.unlink(temporary)
+            raise
 
     def nvidia_userspace_version(self) -> str | None:
         """The installed driver's version, from the NVML library's real file name."""
@@ -64,7 +83,23 @@ class SimHost:
         return _read_stripped(self.path(f"{PACKAGE_VERSIONS}/{package}"))
 
     def persistence_mode(self) -> bool:
-        return self.path(PERSISTENCED_SOCKET).exists() or self.path(LEGACY_PERSISTENCE_FLAG).exists()
+        return self.persistenced_running() or self.path(LEGACY_PERSISTENCE_FLAG).exists()
+
+    def persistenced_running(self) -> bool:
+        """nvidia-persistenced is up and holds the GPUs open. A daemon killed with SIGKILL leaves its socket
+        behind with no listener (connecting is refused): its file handles, and persistence, went with it."""
+        path = self.path(PERSISTENCED_SOCKET)
+        if not path.is_socket():
+            return path.exists()  # a plain file stands for the daemon where none can bind a socket (tests)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            try:
+                probe.connect(str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                return False
+            except OSError:
+                pass  # a full accept queue (the daemon never accepts) or a path too long to probe: it is there
+        return True
 
     def visible_gpus(self) -> list[dict]:
         """GPUs the driver can reach: a GPU marked fallen off the bus is gone from every tool."""

@@ -5,9 +5,12 @@ identities and the same idle readings from here, so that they agree with each ot
 real tools agree on a real host. Readings are plausible idle values that depend only on the GPU
 index: no randomness, so tests and validation suites see stable output.
 
-Faults live in hardware.json under "faults" (each tool shows the ones it would on real hardware):
-  "remapped_rows_pending": [3]          GPU 3 has a row remap pending (needs a GPU reset)
-  "nvlink_down_links": {"3": [0, 1]}    NVLinks 0 and 1 of GPU 3 are down
+Faults live in hardware.json under "faults", GPUs by their hardware index (each tool shows the ones it
+would on real hardware):
+  "remapped_rows_pending": [3]          GPU 3 has a row remap pending (a GPU reset or a reboot activates it)
+  "remapped_rows": {"3": 1}             rows remapped on GPU 3 earlier, recorded in its InfoROM (kept for good)
+  "row_remap_failure": [3]              a row remap failed on GPU 3 (kept for good: an RMA criterion)
+  "nvlink_down_links": {"3": [0, 1]}    NVLinks 0 and 1 of GPU 3 are down (until the next boot)
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ class NvidiaGpu:
     model: dict
     row_remap_pending: bool
     down_links: frozenset[int]
+    hardware_index: int  # the GPU's index in hardware.json, which faults use (NVML's index skips lost GPUs)
+    remapped_rows: int = 0  # active remaps in the InfoROM, besides a pending one
+    row_remap_failure: bool = False
 
     @property
     def architecture(self) -> ArchitectureFacts:
@@ -206,6 +212,8 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
         return []
     faults = hardware.get("faults", {})
     pending = set(faults.get("remapped_rows_pending", []))
+    remapped = faults.get("remapped_rows", {})
+    failed = set(faults.get("row_remap_failure", []))
     down_links = faults.get("nvlink_down_links", {})
     return [
         NvidiaGpu(
@@ -214,9 +222,32 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
             minor_number=gpu["minor_number"], module_id=gpu["module_id"], model=model,
             row_remap_pending=gpu["index"] in pending,
             down_links=frozenset(down_links.get(str(gpu["index"]), ())),
+            hardware_index=gpu["index"],
+            remapped_rows=int(remapped.get(str(gpu["index"]), 0)),
+            row_remap_failure=gpu["index"] in failed,
         )
         for index, gpu in enumerate(sorted(host.visible_gpus(), key=lambda gpu: gpu["pci_bus_id"]))
     ]
+
+
+def activate_pending_remaps(hardware: dict, indexes: set[int] | None = None) -> bool:
+    """What a GPU reset does to the row remapper: a pending remap becomes active. The InfoROM already
+    counted the row when it was marked (NVIDIA's A100 memory error management guide: nvidia-smi's count
+    is "the number of entries recorded in the InfoROM, not the ones remapped in hardware"), so the count
+    nvidia-smi shows stays and only Pending goes to No. `indexes` are hardware indexes, None for every
+    GPU; returns whether the document changed."""
+    faults = hardware.setdefault("faults", {})
+    pending = faults.get("remapped_rows_pending", [])
+    activated = [index for index in pending if indexes is None or index in indexes]
+    if not activated:
+        return False
+    remapped = faults.setdefault("remapped_rows", {})
+    for index in activated:
+        remapped[str(index)] = int(remapped.get(str(index), 0)) + 1
+    faults["remapped_rows_pending"] = [index for index in pending if index not in activated]
+    if not faults["remapped_rows_pending"]:
+        del faults["remapped_rows_pending"]
+    return True
 
 
 def cpu_affinity(hardware: dict, numa_node: int) -> str:

@@ -4,16 +4,18 @@ Host-validation suites parse nvidia-smi with regexes written against real hosts,
 here was taken from real captures (/work/shared/fixtures/real) and nvidia-smi's behaviour as users
 report it: the failure modes first (no kernel module: exit 9; module and library at different
 versions: exit 18), then the default table, -L, --version, -q, --query-gpu/--query-compute-apps,
-topo -m, nvlink -s and -pm. The queries (-q, --query-*) live in nvidia_smi_query.
+topo -m, nvlink -s, -pm and -r (GPU reset). The queries (-q, --query-*) live in nvidia_smi_query.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from dataclasses import dataclass
 
 from . import nvidia_devices as devices
+from .daemons import HOSTENGINE_ADDRESS
 from .host import LEGACY_PERSISTENCE_FLAG, SimHost, cuda_version
 from .nvidia_devices import DriverState, NvidiaGpu, PciAddress, cpu_affinity, major_minor, numa_affinity
 from .nvidia_smi_query import (
@@ -83,6 +85,34 @@ PERSISTENCE_NOT_ROOT = "Unable to set persistence mode for GPU {bus_id}: Insuffi
 ALL_DONE = "All done."
 TERMINATING = "Terminating early due to previous errors."
 
+# -r / --gpu-reset. Success, one line per GPU then "All done." (NVIDIA/k8s-test-infra issue 759, an 8-GPU
+# node; Yandex Cloud's MIG guide); resetting every GPU of an NVSwitch board adds the note before "All done."
+# (an HGX capture in a public NVLS recovery write-up). A GPU some process holds open is refused with exit
+# status 255 (NVIDIA/gpu-operator issue 118: nvidia-persistenced "keeps a handle on the GPU and blocks
+# --gpu-reset"; NVIDIA/NVSentinel issue 1690, exit=255; nvidia-mig-manager's log of the same text in
+# ComputeCanada/puppet-magic_castle issue 387); nv-hostengine is such a client too (DCGM's host engine
+# keeps every GPU open through NVML).
+RESET_DONE = "GPU {bus_id} was successfully reset."
+RESET_NVSWITCH_NOTE = (
+    "Note: The operation has successfully reset all GPUs and NVSwitches. If the services, such as "
+    "nvidia-fabricmanager, which manage or monitor NVSwitches are running, they might have been affected by "
+    "this operation. Please refer respective service status or logs for details."
+)
+RESET_FAILED = "The following GPUs could not be reset:"
+RESET_FAILED_GPU = "  GPU {bus_id}: {reason}"
+RESET_IN_USE = "In use by another client"
+# NVML's error string for NVML_ERROR_NO_PERMISSION, in the per-GPU line the refusals above use; the
+# non-root run itself is not on record, nor its exit status: 4 is nvidia-smi's "no permission" status.
+RESET_NO_PERMISSION = "Insufficient Permissions"
+RESET_IN_USE_HINT = (
+    "{count} {devices} currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
+    "application, graphics application such as an X server, or a monitoring application such as another "
+    "instance of nvidia-smi). Please first kill all processes using {these} and all compute applications "
+    "running in the system."
+)
+EXIT_RESET_FAILED = 255
+HOSTENGINE_PROBE_TIMEOUT_S = 0.5
+
 # topo -m: tab-separated, the header underlined when printed to a terminal (only then: captures
 # from pipes and CI logs show it plain; see topo/ fixtures).
 UNDERLINE, RESET = "\x1b[4m", "\x1b[0m"
@@ -131,6 +161,8 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
         return run_q(host, gpus, selected, options.get("display"))
     if command == "persistence-mode":
         return _set_persistence_mode(host, selected, options["persistence-mode"])
+    if command == "gpu-reset":
+        return _reset(host, selected, every_gpu="id" not in options)
     output = {
         "table": _table,
         "list": _gpu_list,
@@ -156,10 +188,11 @@ VALUE_OPTIONS = {
 }
 FLAG_OPTIONS = {
     "-q": "query", "--query": "query", "-L": "list", "--list-gpus": "list", "--version": "version",
+    "-r": "gpu-reset", "--gpu-reset": "gpu-reset",
 }
 SUBCOMMANDS = {"topo": ("-m", "--matrix"), "nvlink": ("-s", "--status")}
 # Options that choose what nvidia-smi does; at most one of them per run.
-COMMAND_OPTIONS = ("query", "list", "version", "query-gpu", "query-compute-apps", "persistence-mode")
+COMMAND_OPTIONS = ("query", "list", "version", "query-gpu", "query-compute-apps", "persistence-mode", "gpu-reset")
 FORMAT_MISSING = "\"--format=\" switch is missing. Please run 'nvidia-smi -h' for help.\n"
 
 
@@ -274,6 +307,51 @@ def _set_persistence_mode(host: SimHost, gpus: list[NvidiaGpu], requested: str) 
 
 def running_as_root() -> bool:
     return os.geteuid() == 0
+
+
+def _reset(host: SimHost, gpus: list[NvidiaGpu], every_gpu: bool) -> int:
+    """Reset GPUs: refused unless root and no other client holds them; a reset activates pending row remaps.
+
+    The simulated GPUs run no compute processes (--query-compute-apps is empty); the clients that hold
+    them open are the daemons: nvidia-persistenced (while it runs) and nv-hostengine (nvidia-dcgm), each
+    holding every GPU. Fabric manager is not counted: whether it holds a GPU against a reset is not on record.
+    """
+    reason = None
+    if not running_as_root():
+        reason = RESET_NO_PERMISSION
+    elif gpu_clients(host):
+        reason = RESET_IN_USE
+    if reason:
+        print(RESET_FAILED)
+        print("\n".join(RESET_FAILED_GPU.format(bus_id=gpu.pci.nvidia, reason=reason) for gpu in gpus))
+        if reason == RESET_IN_USE:
+            plural = len(gpus) > 1
+            print()
+            print(RESET_IN_USE_HINT.format(count=len(gpus), devices="devices are" if plural else "device is",
+                                           these="these devices" if plural else "this device"))
+        return EXIT_NO_PERMISSION if reason == RESET_NO_PERMISSION else EXIT_RESET_FAILED
+    hardware = host.hardware()
+    if devices.activate_pending_remaps(hardware, {gpu.hardware_index for gpu in gpus}):
+        host.write_hardware(hardware)
+    for gpu in gpus:
+        print(RESET_DONE.format(bus_id=gpu.pci.nvidia))
+    if every_gpu and hardware.get("nvswitches"):
+        print(RESET_NVSWITCH_NOTE)
+    print(ALL_DONE)
+    return 0
+
+
+def gpu_clients(host: SimHost) -> list[str]:
+    """The processes besides nvidia-smi that hold the GPUs open (each of the simulated ones holds all)."""
+    clients = []
+    if host.persistenced_running():
+        clients.append("nvidia-persistenced")
+    try:
+        socket.create_connection(HOSTENGINE_ADDRESS, timeout=HOSTENGINE_PROBE_TIMEOUT_S).close()
+        clients.append("nv-hostengine")
+    except OSError:
+        pass
+    return clients
 
 
 @dataclass(frozen=True)

@@ -191,17 +191,25 @@ def fabric(hardware: dict, registration: tuple[str, str], gpu: NvidiaGpu) -> Fab
 class RowRemapping:
     correctable_rows: int
     pending: bool
+    failure: bool
     histogram: dict[str, int]
-    dram_correctable: int
+    dram_correctable: int  # volatile: since the last GPU reset or driver load
+    dram_correctable_aggregate: int  # over the GPU's life, kept in the InfoROM
 
 
 def row_remapping(gpu: NvidiaGpu) -> RowRemapping:
-    """A pending remap spends one bank's spare rows, as the row-remapper fixture shows."""
-    banks = gpu.architecture.remap_banks
-    if gpu.row_remap_pending:
-        return RowRemapping(1, True, {"Max": banks - 1, "High": 1, "Partial": 0, "Low": 0, "None": 0},
-                            devices.DRAM_CORRECTABLE_BEFORE_REMAP)
-    return RowRemapping(0, False, {"Max": banks, "High": 0, "Partial": 0, "Low": 0, "None": 0}, 0)
+    """The remapper as the row-remapper fixture shows it: a row marked for remapping is counted at once
+    (Correctable Error 1 with Pending Yes) and spends one bank's spare rows; the reset that activates it
+    keeps the count and clears Pending, and zeroes the volatile ECC counts (the aggregate ones stay).
+    Each remap follows the correctable errors that made the driver mark the row. A remap that failed
+    found its bank with no spare row left."""
+    rows = gpu.remapped_rows + int(gpu.row_remap_pending)
+    failure = int(gpu.row_remap_failure)
+    histogram = {"Max": gpu.architecture.remap_banks - rows - failure, "High": rows, "Partial": 0, "Low": 0,
+                 "None": failure}
+    volatile = devices.DRAM_CORRECTABLE_BEFORE_REMAP if gpu.row_remap_pending else 0
+    return RowRemapping(rows, gpu.row_remap_pending, gpu.row_remap_failure, histogram, volatile,
+                        devices.DRAM_CORRECTABLE_BEFORE_REMAP * rows)
 
 
 def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tuple[str, str],
@@ -210,13 +218,14 @@ def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tu
     grace = hardware["fabric"] == "nvlink-domain"
     remap = row_remapping(gpu)
     nvfabric = fabric(hardware, registration, gpu)
-    ecc_counts = (
-        Item("SRAM Correctable", "0"),
-        Item("SRAM Uncorrectable Parity", "0"),
-        Item("SRAM Uncorrectable SEC-DED", "0"),
-        Item("DRAM Correctable", str(remap.dram_correctable)),
-        Item("DRAM Uncorrectable", "0"),
-    )
+    def ecc_counts(dram_correctable: int) -> tuple[Item, ...]:
+        return (
+            Item("SRAM Correctable", "0"),
+            Item("SRAM Uncorrectable Parity", "0"),
+            Item("SRAM Uncorrectable SEC-DED", "0"),
+            Item("DRAM Correctable", str(dram_correctable)),
+            Item("DRAM Uncorrectable", "0"),
+        )
     power = f"{gpu.power_draw_w:.2f} W"
     limit = f"{gpu.power_limit_w:.2f} W"
     return [
@@ -309,8 +318,8 @@ def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tu
         block("ECC Mode", *values(Current="Enabled", Pending="Enabled")),
         block(
             "ECC Errors",
-            block("Volatile", *ecc_counts),
-            block("Aggregate", *ecc_counts, Item("SRAM Threshold Exceeded", "No")),
+            block("Volatile", *ecc_counts(remap.dram_correctable)),
+            block("Aggregate", *ecc_counts(remap.dram_correctable_aggregate), Item("SRAM Threshold Exceeded", "No")),
             block("Aggregate Uncorrectable SRAM Sources", *(Item(f"SRAM {source}", "0") for source in (
                 "L2", "SM", "Microcontroller", "PCIE", "Other"))),
             Item("Channel Repair Pending", "No"),
@@ -324,7 +333,7 @@ def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tu
             Item("Correctable Error", str(remap.correctable_rows)),
             Item("Uncorrectable Error", "0"),
             Item("Pending", "Yes" if remap.pending else "No"),
-            Item("Remapping Failure Occurred", "No"),
+            Item("Remapping Failure Occurred", "Yes" if remap.failure else "No"),
             block("Bank Remap Availability Histogram",
                   *(Item(level, f"{banks} bank(s)") for level, banks in remap.histogram.items())),
         ),
@@ -457,14 +466,14 @@ def _gpu_fields(query: QueryMoment, gpu: NvidiaGpu) -> dict[str, str]:
         "ecc.mode.current": "Enabled",
         "ecc.mode.pending": "Enabled",
         "ecc.errors.corrected.volatile.total": str(remap.dram_correctable),
-        "ecc.errors.corrected.aggregate.total": str(remap.dram_correctable),
+        "ecc.errors.corrected.aggregate.total": str(remap.dram_correctable_aggregate),
         "ecc.errors.uncorrected.volatile.total": "0",
         "ecc.errors.uncorrected.aggregate.total": "0",
         "retired_pages.pending": CSV_NOT_AVAILABLE,
         "remapped_rows.correctable": str(remap.correctable_rows),
         "remapped_rows.uncorrectable": "0",
         "remapped_rows.pending": "Yes" if remap.pending else "No",
-        "remapped_rows.failure": "No",
+        "remapped_rows.failure": "Yes" if remap.failure else "No",
         "temperature.gpu": str(gpu.temperature_c),
         "temperature.memory": str(gpu.memory_temperature_c),
         "power.draw": power,

@@ -1,0 +1,53 @@
+"""`k3ops doctor INVENTORY`: read every host's state and name the runbook for what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+from .output import add_json_flag, table
+
+SUMMARY_HEADER = ("HOST", "STATUS", "RUNBOOK", "SEVERITY", "ACTION", "SUMMARY")
+
+
+def register(verbs) -> None:
+    doctor = verbs.add_parser("doctor", help="read each host's state (read-only) and name the runbook for each "
+                                             "problem; exit 0 healthy, 1 warning, 2 critical")
+    doctor.add_argument("inventory")
+    doctor.add_argument("--limit", help="comma-separated host names or globs (default: every host)")
+    add_json_flag(doctor)
+    doctor.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from ..doctor.diagnose import run_doctor
+    from ..doctor.findings import exit_status
+
+    diagnoses = run_doctor(args.inventory, args.limit.split(",") if args.limit else None)
+    status = exit_status(diagnoses)
+    if args.json:
+        print(json.dumps({"exit_status": status, "hosts": [diagnosis.to_json() for diagnosis in diagnoses]}, indent=1))
+    else:
+        print(report(diagnoses))
+    return status
+
+
+def report(diagnoses) -> str:
+    """One line per finding (a healthy host gets one line), then each finding's evidence and the host's notes."""
+    rows, details = [], []
+    for diagnosis in diagnoses:
+        status = diagnosis.status.upper()
+        if diagnosis.error:
+            rows.append((diagnosis.host, status, "-", "critical", "-", diagnosis.error))
+        elif diagnosis.maintenance is not None:
+            rows.append((diagnosis.host, status, "-", "-", "-", "under maintenance: "
+                         f"{diagnosis.maintenance.get('reason', '?')} (since {diagnosis.maintenance.get('since', '?')}"
+                         f", by {diagnosis.maintenance.get('by', '?')}); {len(diagnosis.findings)} findings held back"))
+        elif not diagnosis.findings:
+            rows.append((diagnosis.host, status, "-", "-", "-", "; ".join(diagnosis.unchecked) or "no problem found"))
+        for finding in [] if diagnosis.maintenance is not None else diagnosis.findings:
+            rows.append((diagnosis.host, status, finding.runbook, finding.severity, finding.action, finding.summary))
+            details.append(f"{diagnosis.host} {finding.runbook} (runbooks/{finding.runbook}.md, from {finding.check}):")
+            details += [f"    {line}" for line in finding.evidence]
+        details += [f"{diagnosis.host} unchecked: {line}" for line in diagnosis.unchecked if diagnosis.findings]
+        details += [f"{diagnosis.host} note: {line}" for line in diagnosis.notes]
+    return table(SUMMARY_HEADER, rows) + ("\n\n" + "\n".join(details) if details else "")

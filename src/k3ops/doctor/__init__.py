@@ -1,0 +1,1 @@
+"""Reading a failing host's state and naming the runbook."""

@@ -1,0 +1,444 @@
+"""The doctor's checks: each asks the host facts and names the runbook for what it finds.
+
+A check returns findings (something to act on, with its runbook) and notes (worth knowing, needing
+nobody: an application's Xid, an engine an operator stopped). Checks that need a working driver run
+only once the driver answers, so a host with a broken driver gets one finding, not ten.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ..deploys.nvlink import fabric_manager_wanted
+from ..engines.recipes import RECIPES
+from ..engines.units import engine_urls
+from ..facts.amd import AmdgpuModule
+from ..facts.apt import AptPolicyVersion
+from ..facts.boot import SecureBoot
+from ..facts.checkpoint import ModelCheckpoints
+from ..facts.engine import EngineGeneration, EngineState
+from ..facts.fabric_check import LastFabricCheck
+from ..facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
+from ..facts.journal import UnitJournal
+from ..facts.kernel_log import KernelDriverMismatch, KernelXidEvents
+from ..facts.nvidia import NvidiaDriverState, NvidiaGpus, NvidiaKernelModule, NvidiaUserspaceVersion, NvSwitches
+from ..facts.units import UnitStates
+from ..nccl import prechecks
+from ..onhost import watchdog
+from ..onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE
+from ..spec.doctor import DoctorSpec
+from ..spec.engine import EngineHostSpec, cluster_members, node_rank
+from ..spec.fabric import FabricCheckSpec
+from ..spec.host import GpuHostSpec
+from ..spec.model import ModelHostSpec
+from . import log_patterns, xids
+from .findings import Finding
+
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
+PERSISTENCED_UNIT = "nvidia-persistenced.service"
+JOURNAL_LINES = 300
+EVIDENCE_LINES = 5
+# Runbooks by the Xid catalogue's kind, and the codes with a runbook of their own.
+XID_RUNBOOKS = {"nvlink": "nvlink-errors", "hardware": "gpu-xid-error",
+                "driver": "gpu-xid-error"}
+XID_CODE_RUNBOOKS = {79: "gpu-fallen-off-bus", 119: "gsp-timeout", 120: "gsp-timeout"}
+# What an engine's log says, and the runbook for it; the first that matches is the cause.
+ENGINE_LOG_RUNBOOKS = (
+    ("no-kv-cache-memory", "engine-oom-at-load"), ("free-memory-at-start", "engine-oom-at-load"),
+    ("cuda-oom", "engine-oom-at-load"), ("nccl-timeout", "nccl-init-hang"), ("nccl-error", "nccl-init-hang"),
+    ("engine-dead", "engine-not-running"),
+)
+# Automatic restarts this boot after which an engine that is not ready is looping, not starting: systemd's count
+# (NRestarts) is not reset by a manual restart, so one crash and its repair stay below it.
+LOOP_RESTARTS = 2
+TOOL_PARSER_FLAG = "--tool-call-parser"
+K3_PARSER = "kimi_k3"
+STORE_SPACE_MESSAGES = ("not enough space", "No space left on device")
+FETCHING_PHASES = ("metadata", "waiting", "downloading", "verifying")
+
+
+@dataclass(frozen=True)
+class HostSpecs:
+    """Every spec the checks read, from one host's inventory data."""
+
+    name: str
+    gpu: GpuHostSpec
+    model: ModelHostSpec
+    engine: EngineHostSpec
+    fabric: FabricCheckSpec
+    doctor: DoctorSpec
+    rank: int = 0
+    cluster: tuple[str, ...] = ()  # the hosts of its multi-node engine, head first (empty: it serves alone)
+
+    @classmethod
+    def of(cls, name: str, data: dict, fleet: list[tuple[str, dict]]) -> HostSpecs:
+        engine = EngineHostSpec.model_validate(data)
+        cluster = engine.engine.cluster if engine.engine else None
+        return cls(name=name, gpu=GpuHostSpec.model_validate(data), model=ModelHostSpec.model_validate(data),
+                   engine=engine, fabric=FabricCheckSpec.model_validate(data), doctor=DoctorSpec.model_validate(data),
+                   rank=node_rank(name, fleet), cluster=tuple(cluster_members(cluster, fleet)) if cluster else ())
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    driver_answers: bool = True  # whether the checks that need the GPU driver can run after this one
+
+
+def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
+    """nvidia-smi answers, and with the version the installed driver has."""
+    state = host.get_fact(NvidiaDriverState)
+    if state == "ready":
+        return CheckResult()
+    module, userspace = host.get_fact(NvidiaKernelModule), host.get_fact(NvidiaUserspaceVersion)
+    evidence = [f"nvidia-smi: driver state {state}",
+                f"loaded kernel module: {module['version'] if module else 'none'}",
+                f"installed userspace (libnvidia-ml): {userspace or 'none'}"]
+    if state == "mismatch":
+        complaint = host.get_fact(KernelDriverMismatch, since_seconds=specs.doctor.doctor_kernel_log_hours * 3600)
+        if complaint:
+            evidence.append(f"kernel log: NVRM: API mismatch: the client has the version {complaint[0]}, but this "
+                            f"kernel module has the version {complaint[1]}")
+        finding = Finding("nvml-driver-mismatch", "critical", "reboot",
+                          "Failed to initialize NVML: Driver/library version mismatch (the loaded module is "
+                          f"{module['version'] if module else 'unknown'}, the library {userspace})", evidence)
+    elif state == "no-devices":
+        finding = Finding("gpu-count-below-spec", "critical", "reboot",
+                          f"the driver sees no GPU; the spec names {specs.gpu.gpu_count}", evidence,
+                          {"GPU_COUNT": str(specs.gpu.gpu_count)})
+    elif host.get_fact(SecureBoot) and module is None:
+        finding = Finding("secure-boot-blocks-driver", "critical", "reboot",
+                          "Secure Boot is on and the nvidia module is not loaded: the kernel refused the unsigned "
+                          "module", [*evidence, "mokutil --sb-state: SecureBoot enabled"])
+    else:
+        finding = Finding("nvidia-driver-not-loaded", "critical", "reboot",
+                          "nvidia-smi cannot reach the driver: the nvidia module is not loaded"
+                          if state == "no-driver" else "no NVIDIA driver is installed: rerun the deploy", evidence)
+    return CheckResult([finding], driver_answers=False)
+
+
+def kernel_xids(host, specs: HostSpecs) -> CheckResult:
+    """The Xids of the current boot's window, each by NVIDIA's catalogue; an application's are notes."""
+    window = specs.doctor.doctor_kernel_log_hours * 3600
+    result = CheckResult()
+    gpu_by_pci = {gpu["bus_id"].lower()[4:-2]: gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
+    for event in host.get_fact(KernelXidEvents, since_seconds=window):
+        entry = xids.classify(event["xid"])
+        repeats = f" ({event['count']} times)" if event.get("count", 1) > 1 else ""
+        line = (f"{event['time'] or 'this boot'}: Xid {event['xid']} on PCI {event['pci']}{repeats}: "
+                f"{event['message']}" + (f" (pid {event['pid']}, {event['process']})" if event.get("pid") else ""))
+        if entry.kind == "application" or entry.severity == "info":
+            result.notes.append(f"{line}: {entry.meaning}; {entry.action}")
+            continue
+        if entry.kind == "memory":  # the GPU's memory state now (gpu-memory) decides, not the event: a reset clears it
+            result.notes.append(f"{line}: {entry.meaning}; see the gpu-memory check for the GPU's state now")
+            continue
+        runbook = XID_CODE_RUNBOOKS.get(entry.code) or XID_RUNBOOKS[entry.kind]
+        # A GPU off the bus is gone from nvidia-smi: its PCI address is all that names it then.
+        variables = {"GPU_PCI": event["pci"], **({"GPU": str(gpu_by_pci[event["pci"].lower()])}
+                                                if event["pci"].lower() in gpu_by_pci else {})}
+        result.findings.append(Finding(runbook, entry.severity, entry.action,
+                                       f"Xid {entry.code}: {entry.meaning}", [line, f"catalogue: {entry.source}"],
+                                       variables))
+    return result
+
+
+def gpu_count(host, specs: HostSpecs) -> CheckResult:
+    check = prechecks.gpus_visible(host, specs.gpu)
+    if check.passed:
+        return CheckResult()
+    return CheckResult([Finding("gpu-count-below-spec", "critical", "reboot",
+                                check.problems[0], list(check.problems), {"GPU_COUNT": str(specs.gpu.gpu_count)})])
+
+
+def gpu_memory(host, specs: HostSpecs) -> CheckResult:
+    """Row remapping and ECC, per GPU: a failed remap is the hardware's end, a pending one waits for a reset."""
+    result = CheckResult()
+    for gpu in host.get_fact(NvidiaMemoryErrors):
+        where = f"GPU {gpu['gpu']} ({gpu['bus_id']})"
+        variables = {"GPU": str(gpu["gpu"])}
+        if gpu.get("remap_failure"):
+            result.findings.append(Finding(
+                "gpu-memory-errors", "critical", "drain and inspect hardware",
+                f"{where}: row remapping failed: the GPU is out of spare rows (RMA criteria)",
+                [f"{where}: Remapping Failure Occurred: Yes"], variables))
+        if (gpu.get("ecc_volatile_uncorrectable") or 0) > 0:
+            result.findings.append(Finding(
+                "gpu-memory-errors", "critical", "reset GPU",
+                f"{where}: {gpu['ecc_volatile_uncorrectable']} uncorrectable ECC errors since the last driver load",
+                [f"{where}: volatile uncorrectable ECC errors: {gpu['ecc_volatile_uncorrectable']}"], variables))
+        if gpu.get("remap_pending"):
+            result.findings.append(Finding(
+                "gpu-memory-errors", "warning", "reset GPU",
+                f"{where}: a row remap is pending: reset the GPU (drained) to activate it",
+                [f"{where}: Remapped Rows Pending: Yes"], variables))
+    return result
+
+
+def nvlink(host, specs: HostSpecs) -> CheckResult:
+    if not (specs.gpu.board.nvswitch or specs.gpu.board.nvlink_domain):
+        return CheckResult()
+    down = {gpu: links["inactive"] for gpu, links in host.get_fact(NvlinkLinks).items() if links["inactive"]}
+    if not down:
+        return CheckResult()
+    first = min(down)
+    return CheckResult([Finding(
+        "nvlink-errors", "critical", "reboot",
+        f"{sum(len(links) for links in down.values())} NVLinks inactive on GPU {', '.join(map(str, sorted(down)))}",
+        [f"GPU {gpu}: links {', '.join(map(str, links))} inactive" for gpu, links in sorted(down.items())],
+        {"GPU": str(first)})])
+
+
+def nvidia_services(host, specs: HostSpecs) -> CheckResult:
+    """Fabric manager where the board needs it (and the fabric it configures), persistenced everywhere."""
+    result = CheckResult()
+    units = host.get_fact(UnitStates, units=[FABRIC_MANAGER_UNIT, PERSISTENCED_UNIT])
+    if fabric_manager_wanted(specs.gpu, bool(host.get_fact(NvSwitches))):
+        fabric = prechecks.nvlink_fabric(host, specs.gpu)
+        if not fabric.passed:
+            journal = host.get_fact(UnitJournal, unit=FABRIC_MANAGER_UNIT, lines=JOURNAL_LINES)
+            said = [f"fabric manager log: {line}"
+                    for _, line in log_patterns.log_findings(journal, log_patterns.FABRIC_MANAGER_LOG_PATTERNS)]
+            state = units.get(FABRIC_MANAGER_UNIT, {})
+            result.findings.append(Finding(
+                "fabric-manager-down", "critical", "restart fabric manager",
+                "; ".join(fabric.problems),
+                [*fabric.problems, f"{FABRIC_MANAGER_UNIT}: {unit_line(state)}", *said[-EVIDENCE_LINES:]],
+                {"UNIT": FABRIC_MANAGER_UNIT}))
+    persistenced = units.get(PERSISTENCED_UNIT, {})
+    if persistenced.get("active") != "active":
+        result.findings.append(Finding(
+            "persistenced-down", "warning", "restart service",
+            f"{PERSISTENCED_UNIT} is {persistenced.get('active', 'missing')}: the driver unloads between uses and "
+            "every CUDA start pays its initialisation", [f"{PERSISTENCED_UNIT}: {unit_line(persistenced)}"],
+            {"UNIT": PERSISTENCED_UNIT}))
+    return result
+
+
+def rdma_ports(host, specs: HostSpecs) -> CheckResult:
+    ports, mtu = prechecks.rdma_ports(host, specs.gpu, specs.fabric.nccl_environment.get("NCCL_IB_HCA"))
+    findings = []
+    if not ports.passed:
+        findings.append(Finding("infiniband-port-degraded", "critical", "drain and inspect hardware",
+                                ports.problems[-1], list(ports.problems)))
+    if not mtu.passed:
+        findings.append(Finding("infiniband-port-degraded", "warning", "drain and inspect hardware",
+                                mtu.problems[0], list(mtu.problems)))
+    return CheckResult(findings)
+
+
+def amd_driver(host, specs: HostSpecs) -> CheckResult:
+    """amdgpu loaded, at the version of the amdgpu-dkms package ROCm's release installed."""
+    loaded = host.get_fact(AmdgpuModule)
+    if loaded is None and host.get_fact(SecureBoot):
+        return CheckResult([Finding("secure-boot-blocks-driver", "critical", "reboot",
+                                    "Secure Boot is on and amdgpu is not loaded: the kernel refused the unsigned "
+                                    "module",
+                                    ["/sys/module/amdgpu: absent", "mokutil --sb-state: SecureBoot enabled"])],
+                           driver_answers=False)
+    if loaded is None:
+        return CheckResult([Finding("amdgpu-not-loaded", "critical", "reboot",
+                                    "amdgpu is not loaded: no GPU is usable", ["/sys/module/amdgpu: absent"])],
+                           driver_answers=False)
+    installed = host.get_fact(AptPolicyVersion, package="amdgpu-dkms")["installed"]
+    if installed and not installed.split(":")[-1].startswith(loaded + "."):
+        return CheckResult([Finding(
+            "rocm-driver-mismatch", "critical", "reboot",
+            f"the loaded amdgpu module is {loaded}, the installed amdgpu-dkms {installed}: ROCm's userspace and "
+            "kernel driver differ until the host reboots",
+            [f"/sys/module/amdgpu/version: {loaded}", f"amdgpu-dkms installed: {installed}"])])
+    return CheckResult()
+
+
+def xgmi(host, specs: HostSpecs) -> CheckResult:
+    check = prechecks.xgmi(host, specs.gpu)
+    if check.passed:
+        return CheckResult()
+    return CheckResult([Finding("xgmi-errors", "critical", "reboot", check.problems[0],
+                                list(check.problems))])
+
+
+def fabric_check(host, specs: HostSpecs) -> CheckResult:
+    """The last `k3ops nccl check` on this host: a hang, or a failure this host is to blame for."""
+    last = host.get_fact(LastFabricCheck)
+    if last is None or last.get("verdict") == "pass":
+        return CheckResult()
+    members = (last.get("cluster") or {}).get("members") or [specs.name]
+    variables = {"HOSTS": ",".join(members)}
+    when = f"last fabric check ({last.get('time')})"
+    hung = [test for test in last.get("tests", []) if test.get("verdict") == "hang"]
+    if hung:
+        return CheckResult([Finding(
+            "nccl-init-hang", "critical", "drain and inspect hardware",
+            f"{when}: {hung[0].get('test')} hung across {', '.join(hung[0].get('hosts', members))}",
+            [f"{test.get('test')} on {'+'.join(test.get('hosts', []))}: {test.get('reason')}" for test in hung],
+            variables)])
+    own = [problem for check in last.get("prechecks", []) for problem in check.get("problems", [])]
+    own += [f"{test['test']}: {test.get('reason')}" for test in last.get("tests", [])
+            if test.get("verdict") == "fail" and len(test.get("hosts", [])) == 1]
+    if last.get("at_fault") or own:
+        return CheckResult([Finding("nccl-check-failed", "critical", "drain and inspect hardware",
+                                    f"{when} failed on this host: " + "; ".join(last.get("reasons", []))[:300],
+                                    last.get("reasons", []) or own, variables)])
+    return CheckResult(notes=[f"{when}: its cluster failed, another host was at fault: "
+                              + "; ".join(last.get("reasons", []))])
+
+
+def engine(host, specs: HostSpecs) -> CheckResult:
+    """The engine unit: crashed or looping, stuck starting, or up and not generating; its log names why."""
+    engine_spec = specs.engine.engine
+    state = host.get_fact(UnitStates, units=[ENGINE_UNIT]).get(ENGINE_UNIT, {})
+    journal = host.get_fact(UnitJournal, unit=ENGINE_UNIT, lines=JOURNAL_LINES)
+    said = dict(log_patterns.log_findings(journal, log_patterns.ENGINE_LOG_PATTERNS))
+    result = CheckResult()
+    if "tool-call-parse" in said or (engine_spec.recipe.startswith(("vllm", "sglang"))
+                                     and TOOL_PARSER_FLAG in engine_spec.args
+                                     and engine_spec.args[TOOL_PARSER_FLAG] != K3_PARSER):
+        result.findings.append(Finding(
+            "tool-call-parsing", "warning", "none",
+            f"tool calls are not parsed as K3 writes them (the recipe's {TOOL_PARSER_FLAG} {K3_PARSER})",
+            [line for line in (said.get("tool-call-parse"),
+                               f"engine.args {TOOL_PARSER_FLAG}: {engine_spec.args.get(TOOL_PARSER_FLAG)}") if line]))
+    cause = next(((runbook, said[pattern]) for pattern, runbook in ENGINE_LOG_RUNBOOKS if pattern in said), None)
+    if state.get("restarts") and cause is None:
+        cause = watchdog_cause(host)
+    urls = engine_urls(engine_spec, specs.rank)
+    where = {"UNIT": ENGINE_UNIT, "PORT": str(engine_spec.port or RECIPES[engine_spec.recipe].port),
+             "HEALTH_URL": urls["health_url"], "HOSTS": ",".join(specs.cluster or (specs.name,))}
+    if state.get("active") == "failed" or state.get("sub") == "auto-restart":
+        result.findings.append(not_serving(state, cause, journal, where))
+        return result
+    if state.get("active") != "active":
+        result.notes.append(f"{ENGINE_UNIT} is {state.get('active', 'missing')} ({state.get('result')}), stopped on "
+                            "purpose: this host is not serving")
+        return result
+    served = specs.model.model.name if specs.model.model else ""
+    ready = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"], served_name=served)
+    running = state.get("active_seconds") or 0
+    if state.get("restarts"):
+        result.notes.append(f"{ENGINE_UNIT} restarted {state['restarts']} times this boot")
+    if not ready["ready"]:
+        if state.get("restarts", 0) >= LOOP_RESTARTS:  # caught between two exits of a loop
+            result.findings.append(not_serving(state, cause, journal, where))
+        elif cause:
+            result.findings.append(Finding(cause[0], "critical", "restart engine",
+                                           f"the engine is not ready: its log says {cause[1]}", [cause[1]], where))
+        elif running > engine_spec.start_timeout_seconds:
+            result.findings.append(Finding(
+                "engine-slow-start", "warning", "none",
+                f"running {running:.0f} s and not ready (start_timeout_seconds {engine_spec.start_timeout_seconds})",
+                [ready["detail"], *([said["cold-start"]] if "cold-start" in said else [])], where))
+        else:
+            result.notes.append(f"the engine is starting ({running:.0f} s of {engine_spec.start_timeout_seconds} s): "
+                                f"{ready['detail']}")
+        return result
+    if urls["models_url"]:
+        timeout = specs.doctor.doctor_generation_timeout_seconds
+        answer = host.get_fact(EngineGeneration, chat_url=urls["chat_url"], served_name=served, timeout_seconds=timeout)
+        if answer["answered"] is False:
+            result.findings.append(Finding(
+                "engine-generation-stuck", "critical", "restart engine",
+                f"/health answers but one token took more than {timeout} s: generation is stuck",
+                [f"health: {ready['detail']}", f"generation: {answer['detail']}"], where))
+    return result
+
+
+def watchdog_cause(host) -> tuple[str, str] | None:
+    """Why the watchdog last restarted the engine, where it did: a start that never became healthy is a slow
+    start (or a load that never ends), failed health checks an engine that stopped answering."""
+    restarts = [line for line in host.get_fact(UnitJournal, unit=WATCHDOG_SERVICE, lines=JOURNAL_LINES)
+                if f": {watchdog.RESTARTING}: " in line]
+    if not restarts:
+        return None
+    line = f"watchdog: {restarts[-1]}"
+    return ("engine-slow-start" if watchdog.START_TIMED_OUT in restarts[-1] else "engine-not-running"), line
+
+
+def not_serving(state: dict, cause: tuple[str, str] | None, journal: list[str], where: dict) -> Finding:
+    """The engine crashed or loops: named by what its log says, else engine-not-running."""
+    runbook, line = cause or ("engine-not-running", None)
+    return Finding(runbook, "critical", "restart engine",
+                   f"{ENGINE_UNIT} is {state.get('active')} ({state.get('sub')}), restarted {state.get('restarts', 0)} "
+                   "times this boot: it is not serving",
+                   [f"{ENGINE_UNIT}: {unit_line(state)}", *([line] if line else []), *journal[-EVIDENCE_LINES:]], where)
+
+
+def model_cache(host, specs: HostSpecs) -> CheckResult:
+    """The checkpoint store: verification, the volume's free space, a fetch that stopped moving."""
+    model = specs.model.model
+    state = host.get_fact(ModelCheckpoints, cache_path=specs.model.model_cache_path).get(model.name)
+    if state is None:
+        return CheckResult(notes=[f"no checkpoint of {model.name} on the host yet: the model deploy has not run"])
+    findings = []
+    where = {"CACHE": specs.model.model_cache_path}
+    if state.get("bad_files"):
+        findings.append(Finding(
+            "checkpoint-corrupt", "critical", "rerun the deploy",
+            f"{len(state['bad_files'])} files of {model.name}@{(state.get('active') or '')[:12]} fail verification "
+            f"({state.get('verified_at')})", [f"bad file: {path}" for path in state["bad_files"]], where))
+    message = state.get("message") or ""
+    headroom = specs.model.model_cache_headroom_gib * 1024**3
+    if any(text in message for text in STORE_SPACE_MESSAGES) or state.get("free_bytes", headroom) < headroom:
+        findings.append(Finding(
+            "model-cache-disk-full", "critical" if state.get("phase") == "failed" else "warning",
+            "free disk space",
+            f"{state.get('free_bytes', 0) / 1024**3:.2f} GiB free on {specs.model.model_cache_path}, "
+            f"model_cache_headroom_gib is {specs.model.model_cache_headroom_gib}",
+            [line for line in (message, f"free bytes: {state.get('free_bytes')}") if line], where))
+    elif state.get("phase") == "failed" and "verification failed" not in message:
+        findings.append(Finding("checkpoint-fetch-stuck", "warning", "rerun the deploy",
+                                f"the fetch of {model.name}@{(state.get('target') or '')[:12]} failed: {message[:200]}",
+                                [message], where))
+    elif state.get("phase") in FETCHING_PHASES and stalled(state, specs.doctor.doctor_fetch_stall_minutes):
+        findings.append(Finding(
+            "checkpoint-fetch-stuck", "warning", "rerun the deploy",
+            f"the fetch of {model.name} has not moved since {state.get('updated_at')} ({state.get('phase')}: "
+            f"{message})", [message, f"bytes done: {state.get('bytes_done')} of {state.get('bytes_total')}"], where))
+    return CheckResult(findings)
+
+
+def stalled(state: dict, minutes: int) -> bool:
+    """Whether the store's state (refreshed every few seconds while bytes arrive) is older than `minutes`."""
+    try:
+        updated = datetime.strptime(state["updated_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except (KeyError, ValueError):
+        return False
+    return time.time() - updated.timestamp() > minutes * 60
+
+
+def unit_line(state: dict) -> str:
+    if not state:
+        return "not installed"
+    return (f"{state.get('active')} ({state.get('sub')}), result {state.get('result')}, "
+            f"{state.get('restarts', 0)} restarts, last exit status {state.get('exit_status')}")
+
+
+def checks_for(specs: HostSpecs) -> list:
+    """The checks that apply to the host, in order: a driver check first, the checks that need it after."""
+    gpu = specs.gpu
+    chosen = []
+    if gpu.gpu_vendor == "nvidia":
+        chosen += [nvidia_driver, kernel_xids, gpu_count, gpu_memory, nvlink, nvidia_services]
+    elif gpu.gpu_vendor == "amd":
+        chosen += [amd_driver, gpu_count, xgmi]
+    if gpu.gpu_vendor and gpu.board.rdma_ports:
+        chosen.append(rdma_ports)
+    if gpu.gpu_vendor:
+        chosen.append(fabric_check)
+    if specs.engine.engine is not None:
+        chosen.append(engine)
+    if specs.model.model is not None:
+        chosen.append(model_cache)
+    return chosen
+
+
+# The checks that read the GPUs through the driver: skipped while the driver check has a finding.
+NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi}
+# The name each check goes by in findings and in the runbooks' `finding:` headers.
+CHECK_NAMES = {nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid", gpu_count: "gpu-count",
+               gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",
+               rdma_ports: "rdma-ports", amd_driver: "amd-driver", xgmi: "xgmi", fabric_check: "fabric-check",
+               engine: "engine", model_cache: "model-cache"}

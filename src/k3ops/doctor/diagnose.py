@@ -1,0 +1,59 @@
+"""One host's diagnosis: the checks that apply to it, run in order over one SSH session, read-only."""
+
+from __future__ import annotations
+
+from ..facts.maintenance import MaintenanceMarker
+from ..facts.reader import FactError
+from ..inventory import SshTarget, selected
+from ..remote import on_targets
+from .checks import CHECK_NAMES, NEEDS_DRIVER, HostSpecs, checks_for
+from .findings import Diagnosis, merged
+
+
+class CountingHost:
+    """A RemoteHost that asks each question once (two checks may need the GPU list) and counts the commands
+    it sends: the doctor's cost per host, for the benchmark."""
+
+    def __init__(self, host):
+        self.host, self.commands, self.answers = host, 0, {}
+
+    def get_fact(self, fact_class, **arguments):
+        key = (fact_class, repr(sorted(arguments.items())))
+        if key not in self.answers:
+            self.commands += 1
+            self.answers[key] = self.host.get_fact(fact_class, **arguments)
+        return self.answers[key]
+
+
+def diagnose(host, specs: HostSpecs) -> Diagnosis:
+    counted = CountingHost(host)
+    diagnosis = Diagnosis(host=specs.name, maintenance=counted.get_fact(MaintenanceMarker))
+    found, driver_answers = [], True
+    for check in checks_for(specs):
+        name = CHECK_NAMES[check]
+        if check in NEEDS_DRIVER and not driver_answers:
+            diagnosis.unchecked.append(f"{name}: not checked while the GPU driver does not answer")
+            continue
+        try:
+            result = check(counted, specs)
+        except FactError as error:
+            diagnosis.unchecked.append(f"{name}: {error}")
+            continue
+        for finding in result.findings:
+            finding.check = name
+        found += result.findings
+        diagnosis.notes += result.notes
+        driver_answers = driver_answers and result.driver_answers
+    diagnosis.findings = merged(found)
+    diagnosis.commands = counted.commands
+    return diagnosis
+
+
+def run_doctor(inventory_path: str, limit: list[str] | None = None) -> list[Diagnosis]:
+    """Every selected host's diagnosis, all hosts at once; bad inventory data stops it before any connection."""
+    hosts = selected(inventory_path, limit)
+    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory] if hosts else []
+    specs = {host.name: HostSpecs.of(host.name, host.data.dict(), fleet) for host in hosts}
+    results = on_targets([SshTarget.of(host) for host in hosts], lambda remote: diagnose(remote, specs[remote.name]))
+    return [result.value if result.error is None else Diagnosis(host=result.host, error=result.error)
+            for result in results]

@@ -1,0 +1,136 @@
+"""Facts about the health of the NVIDIA GPUs' memory and NVLinks, read from nvidia-smi."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import FactBase
+from typing_extensions import override
+
+from .fabric import Q_GPU_REGEX
+
+# A `nvidia-smi -q` line under a GPU heading: a block's label, or a label, padding, ": " and its value, four
+# spaces deeper per level ("    Remapped Rows", "        Pending                           : No").
+Q_LINE_REGEX = r"^(?P<indent> *)(?P<label>\S.*?)(?P<separator>\s+:(?: (?P<value>.*))?)?$"
+REMAPPED_ROWS = "Remapped Rows"
+ECC_ERRORS = "ECC Errors"
+# Each memory's count under Volatile and Aggregate: "DRAM Uncorrectable", and "SRAM Uncorrectable" split
+# into "SRAM Uncorrectable Parity" and "SRAM Uncorrectable SEC-DED" by the 565 driver (H100 capture). GPUs
+# before Ampere (V100, even with driver 550) count by error kind instead: a "Double Bit" block and its Total.
+UNCORRECTABLE = "Uncorrectable"
+DOUBLE_BIT_TOTAL = ("Double Bit", "Total")
+FLAGS = {"Yes": True, "No": False}
+# `nvidia-smi nvlink -s`: "GPU 0: NVIDIA H200 (UUID: GPU-...)", then "\t Link 0: 26.562 GB/s" per link; a
+# link that is down shows "<inactive>" in place of its speed.
+NVLINK_GPU_REGEX = r"^GPU (?P<index>\d+): "
+NVLINK_LINK_REGEX = r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$"
+NVLINK_SPEED_REGEX = r"^\d+(?:\.\d+)? GB/s$"
+
+
+def _gpu_fields(output) -> list[tuple[str, dict[tuple[str, ...], str]]]:
+    """Each GPU's bus id and its `-q` values, keyed by the labels of their blocks and their own."""
+    gpus, blocks = [], []
+    for line in output:
+        if found := re.match(Q_GPU_REGEX, line.rstrip()):
+            gpus.append((found["bus_id"], {}))
+            blocks = []
+        elif gpus and (found := re.match(Q_LINE_REGEX, line.rstrip())):
+            depth = len(found["indent"])
+            while blocks and blocks[-1][0] >= depth:
+                blocks.pop()
+            if found["separator"]:
+                gpus[-1][1][(*(label for _, label in blocks), found["label"])] = (found["value"] or "").strip()
+            else:
+                blocks.append((depth, found["label"]))
+    return gpus
+
+
+def _count(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def _uncorrectable(fields: dict[tuple[str, ...], str], counter: str) -> int | None:
+    """A counter's uncorrectable ECC errors, DRAM and SRAM summed (or the Double Bit total); None where it
+    gives no number."""
+    counts = [int(value) for labels, value in fields.items()
+              if labels[:2] == (ECC_ERRORS, counter) and value.isdigit()
+              and (len(labels) == 3 and UNCORRECTABLE in labels[2] or labels[2:] == DOUBLE_BIT_TOTAL)]
+    return sum(counts) if counts else None
+
+
+class NvidiaMemoryErrors(FactBase[list[dict]]):
+    """
+    Returns each GPU's row remapping and uncorrectable ECC error counts, in nvidia-smi's order; ``None``
+    where the GPU says N/A or prints no such line (no row remapping before Ampere, ECC off):
+
+    .. code:: python
+
+        [
+            {
+                "gpu": 0,
+                "bus_id": "00000000:18:00.0",
+                "remap_pending": False,          # a remapped row waits for a GPU reset
+                "remap_failure": False,          # a remap failed: an RMA criterion
+                "remapped_uncorrectable": 0,     # rows remapped for uncorrectable errors
+                "remapped_correctable": 0,
+                "ecc_volatile_uncorrectable": 0,   # since the last GPU reset or driver load, DRAM and SRAM
+                "ecc_aggregate_uncorrectable": 0,  # over the GPU's life
+            },
+        ]
+    """
+
+    # nvidia-smi exits non-zero when the driver is not usable: no GPU to report (NvidiaDriverState says why).
+    command = "nvidia-smi -q -d ROW_REMAPPER,ECC || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return [
+            {
+                "gpu": index,
+                "bus_id": bus_id,
+                "remap_pending": FLAGS.get(fields.get((REMAPPED_ROWS, "Pending"))),
+                "remap_failure": FLAGS.get(fields.get((REMAPPED_ROWS, "Remapping Failure Occurred"))),
+                "remapped_uncorrectable": _count(fields.get((REMAPPED_ROWS, "Uncorrectable Error"))),
+                "remapped_correctable": _count(fields.get((REMAPPED_ROWS, "Correctable Error"))),
+                "ecc_volatile_uncorrectable": _uncorrectable(fields, "Volatile"),
+                "ecc_aggregate_uncorrectable": _uncorrectable(fields, "Aggregate"),
+            }
+            for index, (bus_id, fields) in enumerate(_gpu_fields(output))
+        ]
+
+
+class NvlinkLinks(FactBase[dict[int, dict]]):
+    """
+    Returns each GPU's NVLinks, by nvidia-smi's GPU index: how many it has and which are down. A GPU
+    without NVLink (PCIe boards) is listed with no link, or not at all:
+
+    .. code:: python
+
+        {3: {"links": 18, "inactive": [0, 1]}}
+    """
+
+    command = "nvidia-smi nvlink -s || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    default = dict
+
+    @override
+    def process(self, output):
+        gpus, gpu = {}, None
+        for line in output:
+            if found := re.match(NVLINK_GPU_REGEX, line):
+                gpu = gpus[int(found["index"])] = {"links": 0, "inactive": []}
+            elif gpu is not None and (found := re.match(NVLINK_LINK_REGEX, line)):
+                gpu["links"] += 1
+                if not re.match(NVLINK_SPEED_REGEX, found["state"]):
+                    gpu["inactive"].append(int(found["link"]))
+        return gpus

@@ -1,0 +1,71 @@
+"""Facts about systemd units: what state each is in, how often it restarted, and for how long."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import FactBase
+from typing_extensions import override
+
+UNIT_NAME_REGEX = r"^[A-Za-z0-9][A-Za-z0-9:_.@-]*\.(?:service|timer|socket|mount|target)$"
+UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus",
+                   "ActiveEnterTimestamp", "StateChangeTimestamp")
+NOW_MARKER = "K3OPS_NOW"
+
+
+class UnitStates(FactBase[dict[str, dict]]):
+    """
+    Returns each unit's state, its automatic restarts, its main process's last exit status, how long it
+    has been active (``None`` when not active) and when its state last changed (Unix seconds):
+
+    .. code:: python
+
+        {"k3ops-engine.service": {"load": "loaded", "active": "activating", "sub": "auto-restart",
+                                  "result": "exit-code", "restarts": 4, "exit_status": 1,
+                                  "active_seconds": None, "changed": 1796147786}}
+    """
+
+    @override
+    def command(self, units: list[str]):
+        for unit in units:
+            if not re.match(UNIT_NAME_REGEX, unit):
+                raise ValueError(f"{unit!r} is not a systemd unit name")
+        # Wall-clock times on both sides (systemd 247+ prints them as @<seconds>): a container's monotonic
+        # clock is its host's, while its /proc/uptime may not be.
+        return (f"systemctl show --timestamp=unix --property={','.join(UNIT_PROPERTIES)} {' '.join(units)}; "
+                f"echo; echo {NOW_MARKER} $(date +%s)")
+
+    default = dict
+
+    @override
+    def process(self, output):
+        blocks, current, now = [], {}, None
+        for line in [*output, ""]:
+            if line.startswith(NOW_MARKER):
+                now = int(line.split()[1])
+            elif "=" in line:
+                key, _, value = line.partition("=")
+                current[key] = value
+            elif current:
+                blocks.append(current)
+                current = {}
+        return {block["Id"]: _unit_state(block, now) for block in blocks if block.get("Id")}
+
+
+def _seconds(timestamp: str | None) -> int | None:
+    return int(timestamp[1:]) if timestamp and re.match(r"^@\d+$", timestamp) else None
+
+
+def _unit_state(block: dict, now: int | None) -> dict:
+    entered = _seconds(block.get("ActiveEnterTimestamp"))
+    active = block.get("ActiveState")
+    return {
+        "load": block.get("LoadState"),
+        "active": active,
+        "sub": block.get("SubState"),
+        "result": block.get("Result"),
+        "restarts": int(block["NRestarts"]) if block.get("NRestarts", "").isdigit() else 0,
+        "exit_status": int(block["ExecMainStatus"]) if block.get("ExecMainStatus", "").isdigit() else None,
+        "active_seconds": max(now - entered, 0) if active == "active" and entered and now else None,
+        "changed": _seconds(block.get("StateChangeTimestamp")),
+    }

@@ -1,0 +1,222 @@
+"""Faults the lab injects into a host for the runbooks' drills, each at the lowest layer it simulates.
+
+A fault changes what the machine itself is: the hardware document (a GPU off the bus, a pulled cable),
+the simulated driver's state (the kernel module a reboot would replace), a daemon killed, a disk
+filled, a byte of a checkpoint flipped, a port taken from the engine. Nothing the doctor reads above
+that layer is edited: the doctor must find each fault the way it finds it on a real host.
+
+Each host keeps the faults injected into it in INJECTED (a lab file no k3ops code reads), so that
+`k3ops lab fault HOST --clear` undoes them: the stand-in for the hands-on repair of a runbook's
+out-of-band step. Clearing a fault a remedy already repaired changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+
+from ..engines.recipes import RECIPES
+from . import lab, state
+from .profiles import get_profile
+from .sim.host import HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING
+
+INJECTED = "/var/lib/k3ops-lab/faults.json"
+HARDWARE = f"/{HARDWARE_DOCUMENT}"
+LAB_MODEL_CACHE = "/srv/k3ops/models"
+LAB_MODEL = "tiny-k3"
+LAB_ENGINE_RECIPE = "llama.cpp-gguf"
+PORT_THIEF_UNIT = "k3ops-lab-port-thief.service"
+FILL_FILE = f"{LAB_MODEL_CACHE}/.k3ops-lab-fill"
+FILL_LEAVES_BYTES = 64 * 1024**2  # below the lab's model_cache_headroom_gib
+# The releases a package upgrade left behind: the kernel still runs the previous driver.
+PREVIOUS_NVIDIA_MODULE = "580.95.05"
+PREVIOUS_AMDGPU_MODULE = "6.12.12"
+FAULTY_GPU = 3
+SETTLE_SECONDS = 60
+# The byte in the middle of the active revision's largest file (a weights file), flipped; flipped back only
+# while the file still differs from its manifest (a remedy may have repaired it already).
+FLIP_TARGET = f"""
+import hashlib, json, pathlib
+model = pathlib.Path({LAB_MODEL_CACHE!r}) / {LAB_MODEL!r}
+current = (model / "current").resolve()
+target = max((path for path in current.rglob("*") if path.is_file()), key=lambda path: path.stat().st_size)
+data = bytearray(target.read_bytes())
+"""
+FLIP_BYTE = FLIP_TARGET + """
+data[len(data) // 2] ^= 0xFF
+target.write_bytes(data)
+"""
+FLIP_BYTE_BACK = FLIP_TARGET + """
+files = json.loads((model / "manifests" / (current.name + ".json")).read_text())["files"]
+wanted = {entry["path"]: entry["sha256"] for entry in files}[str(target.relative_to(current))]
+if hashlib.sha256(data).hexdigest() != wanted:
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(data)
+"""
+
+
+def edit_hardware(change: str) -> str:
+    """A command that changes the hardware document (`h`, in Python) in one rename, as firmware would."""
+    return shlex.join(["python3", "-c", f"import json, os; p = {HARDWARE!r}; h = json.load(open(p)); {change}; "
+                                        "json.dump(h, open(p + '.new', 'w'), indent=1); os.replace(p + '.new', p)"])
+
+
+def load_staged_module(module: str) -> str:
+    """The kernel running the module the installed package staged again (what a reboot would load)."""
+    staged = f"/{KERNEL_MODULE_STAGING}/{module}"
+    return shlex.join(["python3", "-c", f"import json; v = json.load(open({staged!r}))['version']; "
+                                        f"open('/sys/module/{module}/version', 'w').write(v + '\\n')"])
+
+
+def kill_daemon(unit: str) -> str:
+    return f"systemctl kill --signal=SIGKILL {unit}"
+
+
+@dataclass(frozen=True)
+class LabFault:
+    """One fault: what it simulates, the runbook that deals with it, and how to put it in and take it out.
+    Commands run on the host as root; {address} and {port} are the host's engine address and port."""
+
+    name: str
+    description: str
+    runbook: str
+    inject: tuple[str, ...]
+    clear: tuple[str, ...]
+    vendor: str | None = None  # the GPU vendor the fault needs (None: any host)
+    nvswitch: bool = False  # needs an NVSwitch board (fabric manager)
+    reboot: bool = False  # takes effect at the next boot: the host reboots after the injection
+    settled: str | None = None  # a command that succeeds once the fault shows
+
+
+FAULTS = {fault.name: fault for fault in (
+    LabFault("driver-mismatch", "the kernel still runs the previous driver's module (userspace upgraded, no reboot)",
+             "nvml-driver-mismatch", (f"echo {PREVIOUS_NVIDIA_MODULE} > /sys/module/nvidia/version",),
+             (load_staged_module("nvidia"),), vendor="nvidia"),
+    LabFault("nvidia-module-unloaded", "the nvidia kernel module is not loaded", "nvidia-driver-not-loaded",
+             ("rm -rf /sys/module/nvidia_peermem /sys/module/nvidia",), ("modprobe nvidia",), vendor="nvidia"),
+    LabFault("secure-boot-on", "Secure Boot turned on in the firmware: the unsigned module is refused at boot",
+             "secure-boot-blocks-driver", (edit_hardware("h['secure_boot'] = True"),),
+             (edit_hardware("h['secure_boot'] = False"),), vendor="nvidia", reboot=True),
+    LabFault("gpu-lost", f"GPU {FAULTY_GPU} fell off the bus (it comes back at the next boot)", "gpu-count-below-spec",
+             (edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True"),),
+             (edit_hardware(f"h['gpus'][{FAULTY_GPU}].pop('fallen_off_bus', None)"),), vendor="nvidia"),
+    LabFault("row-remap-pending", f"GPU {FAULTY_GPU} has a row remap pending (a GPU reset activates it)",
+             "gpu-memory-errors",
+             (edit_hardware(f"h.setdefault('faults', {{}})['remapped_rows_pending'] = [{FAULTY_GPU}]"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('remapped_rows_pending', None)"),), vendor="nvidia"),
+    LabFault("nvlink-down", f"NVLinks 0 and 1 of GPU {FAULTY_GPU} are down (they retrain at the next boot)",
+             "nvlink-errors",
+             (edit_hardware(f"h.setdefault('faults', {{}})['nvlink_down_links'] = {{'{FAULTY_GPU}': [0, 1]}}"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('nvlink_down_links', None)"),), vendor="nvidia",
+             nvswitch=True),
+    LabFault("fabric-manager-crash", "nvidia-fabricmanager killed (SIGKILL)", "fabric-manager-down",
+             (kill_daemon("nvidia-fabricmanager.service"),), ("systemctl restart nvidia-fabricmanager.service",),
+             vendor="nvidia", nvswitch=True, settled="systemctl is-failed --quiet nvidia-fabricmanager.service"),
+    LabFault("persistenced-crash", "nvidia-persistenced killed (SIGKILL)", "persistenced-down",
+             (kill_daemon("nvidia-persistenced.service"),), ("systemctl restart nvidia-persistenced.service",),
+             vendor="nvidia", settled="systemctl is-failed --quiet nvidia-persistenced.service"),
+    LabFault("ib-port-down", "mlx5_2's cable pulled: its port is Down, polling for a peer", "infiniband-port-degraded",
+             (edit_hardware("h['nics'][2]['port_state'] = 'Down'"),),
+             (edit_hardware("h['nics'][2]['port_state'] = 'Active'"),), vendor="nvidia"),
+    LabFault("amdgpu-unloaded", "the amdgpu kernel module is not loaded", "amdgpu-not-loaded",
+             ("rm -rf /sys/module/amdgpu",), ("modprobe amdgpu",), vendor="amd"),
+    LabFault("rocm-mismatch", "the kernel still runs another ROCm release's amdgpu (package upgraded, no reboot)",
+             "rocm-driver-mismatch", (f"echo {PREVIOUS_AMDGPU_MODULE} > /sys/module/amdgpu/version",),
+             (load_staged_module("amdgpu"),), vendor="amd"),
+    LabFault("xgmi-down", "the XGMI link between GPUs 2 and 3 is down (it retrains at the next boot)", "xgmi-errors",
+             (edit_hardware("h.setdefault('faults', {})['xgmi_down_links'] = {'2': [3]}"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('xgmi_down_links', None)"),), vendor="amd"),
+    LabFault("nic-slow", "the host's NICs move half their bandwidth; their ports look healthy", "nccl-check-failed",
+             (edit_hardware("h.setdefault('faults', {})['nic_throughput_share'] = 0.5"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('nic_throughput_share', None)"),), vendor="nvidia"),
+    LabFault("nccl-bootstrap-blocked", "NCCL's bootstrap connections to the host get no answer", "nccl-init-hang",
+             (edit_hardware("h.setdefault('faults', {})['bootstrap_unreachable'] = True"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('bootstrap_unreachable', None)"),), vendor="nvidia"),
+    LabFault("engine-port-taken", "another process holds the engine's port: the engine exits at start, in a loop",
+             "engine-not-running",
+             ("systemctl stop k3ops-engine.service",
+              f"systemd-run --quiet --unit={PORT_THIEF_UNIT} python3 -m http.server {{port}} --bind {{address}}",
+              "for i in $(seq 50); do ss -ltn 'sport = :{port}' | grep -q LISTEN && break; sleep 0.1; done",
+              "systemctl start k3ops-engine.service"),
+             (f"systemctl stop {PORT_THIEF_UNIT}",),
+             settled="systemctl show -p SubState --value k3ops-engine.service | grep -qx auto-restart"),
+    LabFault("cache-disk-full", "a file that is not k3ops' fills the model cache volume", "model-cache-disk-full",
+             (f"fallocate -l $(( $(df --output=avail -B1 {LAB_MODEL_CACHE} | tail -n 1) - {FILL_LEAVES_BYTES} )) "
+              f"{FILL_FILE}",), (f"rm -f {FILL_FILE}",)),
+    LabFault("checkpoint-byte-flip", "one byte flipped in the largest file of the active checkpoint revision",
+             "checkpoint-corrupt", (shlex.join(["python3", "-c", FLIP_BYTE]),),
+             (shlex.join(["python3", "-c", FLIP_BYTE_BACK]),)),
+)}
+
+
+class FaultError(ValueError):
+    pass
+
+
+def applies(fault: LabFault, profile_name: str) -> str | None:
+    """Why the fault cannot be injected into a host of this profile (None: it can)."""
+    profile = get_profile(profile_name)
+    vendor = profile.gpu.model.vendor if profile.gpu else None
+    if fault.vendor and vendor != fault.vendor:
+        return f"{fault.name} needs a host with {fault.vendor} GPUs; this one is {profile_name}"
+    if fault.nvswitch and not profile.board.nvswitch:
+        return f"{fault.name} needs an NVSwitch board; {profile_name} has none"
+    if fault.name == "ib-port-down" and len(profile.nics) < 3:
+        return f"{fault.name} needs a host with RDMA NICs; {profile_name} has {len(profile.nics)}"
+    return None
+
+
+def run_on(host: state.LabHost, command: str) -> subprocess.CompletedProcess:
+    return lab.ssh(host, [command], capture=True)
+
+
+def injected(host: state.LabHost) -> list[str]:
+    result = run_on(host, f"cat {INJECTED} 2>/dev/null || true")
+    return json.loads(result.stdout or "[]")
+
+
+def inject(host: state.LabHost, name: str) -> None:
+    fault = FAULTS.get(name)
+    if fault is None:
+        raise FaultError(f"no lab fault {name!r}: `k3ops lab fault --list` shows them")
+    why_not = applies(fault, host.profile)
+    if why_not:
+        raise FaultError(f"{host.name}: {why_not}")
+    for command in fault.inject:
+        _checked(host, filled(command, host), f"injecting {name}")
+    record = [*dict.fromkeys([*injected(host), name])]
+    _checked(host, f"mkdir -p $(dirname {INJECTED}) && echo {shlex.quote(json.dumps(record))} > {INJECTED}",
+             "recording the fault")
+    if fault.reboot:
+        lab.reboot(host)
+    if fault.settled:
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while run_on(host, fault.settled).returncode != 0:
+            if time.monotonic() > deadline:
+                raise FaultError(f"{host.name}: {name} injected but did not show within {SETTLE_SECONDS} s")
+            time.sleep(0.5)
+
+
+def clear(host: state.LabHost) -> list[str]:
+    """Undo every fault injected into the host, newest first; returns their names."""
+    names = injected(host)
+    for name in reversed(names):
+        for command in FAULTS[name].clear:
+            _checked(host, filled(command, host), f"clearing {name}")
+    _checked(host, f"rm -f {INJECTED}", "forgetting the faults")
+    return names
+
+
+def filled(command: str, host: state.LabHost) -> str:
+    """The command with the host's engine address and port in place of {address} and {port}."""
+    return command.replace("{address}", host.address).replace("{port}", str(RECIPES[LAB_ENGINE_RECIPE].port))
+
+
+def _checked(host: state.LabHost, command: str, doing: str) -> None:
+    result = run_on(host, command)
+    if result.returncode != 0:
+        raise FaultError(f"{host.name}: {doing}: `{command}` exited {result.returncode}: "
+                         f"{(result.stderr or result.stdout).strip()}")

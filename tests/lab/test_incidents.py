@@ -1,0 +1,163 @@
+"""The runbooks drilled on a lab: `k3ops doctor` on a healthy fleet, then for every runbook the lab can
+inject: the fault goes in at the lowest layer, the doctor names exactly that runbook on exactly that host,
+the runbook's own Remedy and Verify commands (as written in its file) bring the host back, and the
+doctor is clean again.
+
+Two h200x8 hosts (one fabric-check group) and an mi355x8, each serving the tiny model with llama-server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k3ops.doctor.runbooks import runbooks
+from k3ops.lab import faults
+from k3ops.lab.faults import FAULTS
+from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER
+
+from ..conftest import REPO_ROOT
+from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra, reboot
+
+LAB_PROFILES = ("h200x8", "h200x8", "mi355x8")
+HOSTS = ("gpu-01", "gpu-02", "gpu-03")
+FABRIC_GROUP = ("gpu-01", "gpu-02")
+DRILLED = sorted(book.id for book in runbooks().values() if book.lab_fault)
+# The host each fault is drilled on: the AMD host for AMD faults, the second NVIDIA host for the fabric
+# (its peer in the group is then the healthy reference), the first for the rest of NVIDIA's.
+DRILL_HOST = {"nvidia": "gpu-01", "amd": "gpu-03", None: "gpu-02"}
+FABRIC_FAULTS = ("nic-slow", "nccl-bootstrap-blocked")
+# What makes each of these faults show where the doctor reads it: the check or the verification an operator
+# (or a timer) runs, as the runbook's Detect says; (command, its expected exit status).
+TRIGGERS = {
+    "nic-slow": (("nccl", "check", "{inventory}", "--limit", ",".join(FABRIC_GROUP)), 1),
+    "nccl-bootstrap-blocked": (("nccl", "check", "{inventory}", "--limit", ",".join(FABRIC_GROUP)), 1),
+    "checkpoint-byte-flip": (("model", "verify", "{inventory}"), 1),
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(lab, tmp_path_factory):
+    inventory = lab_inventory(tmp_path_factory.mktemp("incidents") / "fleet.py",
+                              per_host={name: {"nccl_group": "drill"} for name in FABRIC_GROUP},
+                              nccl_timeout_seconds=30)
+    deployed = pyinfra("deploys/k3.py", inventory=inventory)
+    assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
+    return inventory
+
+
+def doctor(inventory: str, *arguments: str) -> tuple[int, dict[str, dict]]:
+    result = k3ops("doctor", inventory, "--json", *arguments, check=False)
+    assert result.returncode in (0, 1, 2), result.stdout + result.stderr
+    return result.returncode, {host["host"]: host for host in json.loads(result.stdout)["hosts"]}
+
+
+def assert_clean(inventory: str) -> None:
+    status, hosts = doctor(inventory)
+    assert status == 0, {name: host["findings"] or host["unchecked"] for name, host in hosts.items()}
+    assert all(host["status"] == "healthy" for host in hosts.values()), hosts
+
+
+def run_controller(command: str, variables: dict[str, str]) -> subprocess.CompletedProcess:
+    """A runbook's controller command, in the checkout, with k3ops and pyinfra on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["bash", "-c", command], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT, env={**os.environ, **variables, "PATH": path})
+
+
+def run_steps(host: str, section: str, runbook: str, variables: dict[str, str]) -> None:
+    """The runbook's fenced steps of one section, as written, in order; each command must succeed."""
+    exports = " ".join(f"{name}={value!r}" for name, value in variables.items() if name != "INVENTORY")
+    for step in runbooks()[runbook].steps(section):
+        if step.place == "out-of-band":
+            k3ops("lab", "fault", host, "--clear")
+            continue
+        for command in step.commands:
+            if step.place == "host" and command.strip() == "systemctl reboot":
+                reboot(host)
+                continue
+            result = (on_host(host, f"export {exports}; {command}", check=False) if step.place == "host"
+                      else run_controller(command, variables))
+            assert result.returncode == 0, (f"{runbook} {section}: `{command}` on {step.place}:\n"
+                                            f"{result.stdout}{result.stderr}")
+
+
+def test_a_healthy_fleet_and_a_fresh_boot_raise_no_alarm(fleet):
+    assert_clean(fleet)
+    reboot("gpu-01")  # straight after a normal reboot: the engine still loading is no alarm
+    status, hosts = doctor(fleet, "--limit", "gpu-01")
+    assert status == 0 and hosts["gpu-01"]["findings"] == [], hosts["gpu-01"]
+    table = k3ops("doctor", fleet).stdout
+    assert all(f"{name}  HEALTHY" in table for name in HOSTS), table
+
+
+def test_a_host_under_maintenance_reports_so_instead_of_alarming(fleet):
+    marker = json.dumps({"reason": "driver upgrade to 580.126.09", "since": "2026-12-01T14:02:11+00:00",
+                         "by": "k3ops upgrade"})
+    k3ops("lab", "fault", "gpu-02", "persistenced-crash")
+    on_host("gpu-02", f"mkdir -p $(dirname {MAINTENANCE_MARKER}) && echo '{marker}' > {MAINTENANCE_MARKER}")
+    try:
+        status, hosts = doctor(fleet)
+        assert status == 0 and hosts["gpu-02"]["status"] == "maintenance"
+        assert hosts["gpu-02"]["maintenance"]["reason"] == "driver upgrade to 580.126.09"
+        assert "under maintenance: driver upgrade" in k3ops("doctor", fleet, "--limit", "gpu-02").stdout
+        on_host("gpu-02", f"rm {MAINTENANCE_MARKER}")
+        status, hosts = doctor(fleet, "--limit", "gpu-02")
+        assert status == 1 and [finding["runbook"] for finding in hosts["gpu-02"]["findings"]] == ["persistenced-down"]
+    finally:
+        on_host("gpu-02", f"rm -f {MAINTENANCE_MARKER}")
+        k3ops("lab", "fault", "gpu-02", "--clear")
+    assert_clean(fleet)
+
+
+def test_a_bad_limit_is_refused_before_any_host_is_touched(fleet):
+    result = k3ops("doctor", fleet, "--limit", "gpu-09", check=False)
+    assert result.returncode == 1 and "--limit: 'gpu-09' matches no host" in result.stderr
+
+
+@pytest.mark.parametrize("runbook", DRILLED)
+def test_drill(fleet, runbook):
+    fault = FAULTS[runbooks()[runbook].lab_fault]
+    host = "gpu-02" if fault.name in FABRIC_FAULTS else DRILL_HOST[fault.vendor]
+    assert fault.runbook == runbook
+    assert_clean(fleet)
+    if fault.name in FABRIC_FAULTS:  # the fabric check runs on idle hosts only
+        for name in FABRIC_GROUP:
+            on_host(name, f"systemctl stop {ENGINE_UNIT}")
+    try:
+        k3ops("lab", "fault", host, fault.name)
+        if fault.name in TRIGGERS:
+            command, expected = TRIGGERS[fault.name]
+            triggered = k3ops(*(word.format(inventory=fleet) for word in command), check=False)
+            assert triggered.returncode == expected, triggered.stdout + triggered.stderr
+            if fault.name == "checkpoint-byte-flip":  # it names the host, the bad file and the runbook
+                assert f"{host}: 1 bad files in tiny-k3@" in triggered.stderr
+                assert "tiny-k3.gguf" in triggered.stderr and "runbooks/checkpoint-corrupt.md" in triggered.stderr
+        status, hosts = doctor(fleet)
+        named = {name: [finding["runbook"] for finding in found["findings"]] for name, found in hosts.items()}
+        # A hang is the whole group's: NCCL names no host, so neither can the doctor.
+        affected = FABRIC_GROUP if fault.name == "nccl-bootstrap-blocked" else (host,)
+        assert named == {name: [runbook] if name in affected else [] for name in HOSTS}, named
+        finding = hosts[host]["findings"][0]
+        assert status == {"warning": 1, "critical": 2}[finding["severity"]]
+        assert finding["runbook_path"] == f"runbooks/{runbook}.md" and finding["evidence"]
+        variables = {**finding["variables"], "HOST": host, "INVENTORY": fleet}
+        run_steps(host, "Remedy", runbook, variables)
+        run_steps(host, "Verify", runbook, variables)
+    finally:
+        k3ops("lab", "fault", host, "--clear")
+        for name in FABRIC_GROUP if fault.name in FABRIC_FAULTS else ():
+            on_host(name, f"systemctl start {ENGINE_UNIT}")
+    assert_clean(fleet)
+
+
+def test_every_lab_fault_has_a_runbook_that_drills_it():
+    drilled = {book.lab_fault for book in runbooks().values() if book.lab_fault}
+    assert drilled == set(FAULTS)
+    assert all(FAULTS[name].runbook in runbooks() for name in FAULTS)
+    assert faults.INJECTED.startswith("/var/lib/k3ops-lab/")
