@@ -31,6 +31,8 @@ def as_root(command: str) -> str:
 class RemoteHost:
     """One inventory host over an open SSH session: run commands and ask facts, as root."""
 
+    command_timeout: float | None = None  # a command silent for this long raises TimeoutError (None: waits)
+
     def __init__(self, target: SshTarget, client):
         self.name, self.data, self._client = target.name, target.data, client
 
@@ -40,7 +42,7 @@ class RemoteHost:
 
     def run_status(self, command: str) -> tuple[int, str, str]:
         """The command's exit status, stdout and stderr."""
-        _, stdout, stderr = self._client.exec_command(as_root(command))
+        _, stdout, stderr = self._client.exec_command(as_root(command), timeout=self.command_timeout)
         out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
         return stdout.channel.recv_exit_status(), out, err
 

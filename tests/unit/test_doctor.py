@@ -21,7 +21,7 @@ from k3ops.facts.amd import AmdgpuModule
 from k3ops.facts.apt import AptPolicyVersion
 from k3ops.facts.boot import SecureBoot
 from k3ops.facts.checkpoint import ModelCheckpoints
-from k3ops.facts.engine import EngineGeneration, EngineState
+from k3ops.facts.engine import EngineState
 from k3ops.facts.fabric import InfinibandActiveMtu, InfinibandPorts, NvidiaFabricState, XgmiLinks
 from k3ops.facts.fabric_check import LastFabricCheck
 from k3ops.facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
@@ -75,8 +75,8 @@ def healthy_h200() -> dict:
         InfinibandPorts: [{"device": f"mlx5_{index}", "port": 1, "state": "Active", "physical_state": "LinkUp",
                            "rate_gbps": 400, "link_layer": "InfiniBand"} for index in range(8)],
         InfinibandActiveMtu: {f"mlx5_{index}": 4096 for index in range(8)}, LastFabricCheck: None,
-        EngineState: {"unit": "active", "revision": "/srv", "ready": True, "detail": "healthy"},
-        EngineGeneration: {"answered": True, "seconds": 0.2, "detail": "generated one token"},
+        EngineState: {"unit": "active", "revision": "/srv", "ready": True, "detail": "healthy",
+                      "generation": {"answered": True, "seconds": 0.2, "detail": "generated one token"}},
         ModelCheckpoints: {"tiny-k3": {"active": "b" * 40, "phase": "active", "bad_files": [], "free_bytes": 6 * GIB,
                                        "message": "", "updated_at": "2026-12-01T10:00:00Z"}},
     }
@@ -141,13 +141,13 @@ def test_a_broken_driver_is_the_one_finding_and_the_gpu_checks_wait_for_it():
     assert "580.95.05" in diagnosis.findings[0].summary
     assert any("API mismatch: the client has the version 580.126.09" in line for line in diagnosis.findings[0].evidence)
     assert {line.split(":")[0] for line in diagnosis.unchecked} == {"gpu-count", "gpu-memory", "nvlink",
-                                                                   "nvidia-services"}
+                                                                   "nvidia-services", "engine"}
 
 
 @pytest.mark.parametrize(("secure_boot", "runbook"), [(True, "secure-boot-blocks-driver"),
                                                       (False, "nvidia-driver-not-loaded")])
 def test_a_module_not_loaded_is_told_apart_by_secure_boot(secure_boot, runbook):
-    facts = {**healthy_h200(), NvidiaDriverState: "no-driver", NvidiaKernelModule: None,
+    facts = {**healthy_h200(), NvidiaDriverState: "no-driver", NvidiaGpus: [], NvidiaKernelModule: None,
              NvidiaUserspaceVersion: "580.126.09", SecureBoot: secure_boot}
     assert runbooks_named(diagnose(FactHost(facts), specs())) == [runbook]
 
@@ -186,7 +186,7 @@ def test_a_start_the_watchdog_gave_up_on_is_a_slow_start():
     journals = {"k3ops-engine.service": [],
                 "k3ops-engine-watchdog.service": ["k3ops-engine.service: restarting: not healthy 301 s after start "
                                                   "(limit 300 s)"]}
-    facts = {**healthy_h200(), UnitJournal: lambda unit, lines: journals[unit],
+    facts = {**healthy_h200(), UnitJournal: lambda unit, lines, since=None: journals[unit],
              EngineState: {"unit": "active", "revision": None, "ready": False, "detail": "connection refused"},
              UnitStates: engine_unit(unit(restarts=2, seconds=40.0))}
     diagnosis = diagnose(FactHost(facts), specs())
@@ -206,7 +206,8 @@ def test_an_engine_stopped_on_purpose_or_still_loading_is_a_note():
 
 
 def test_health_without_generation_is_a_stuck_engine():
-    facts = {**healthy_h200(), EngineGeneration: {"answered": False, "seconds": 30.0, "detail": "timed out"}}
+    facts = {**healthy_h200(), EngineState: {"unit": "active", "revision": "/srv", "ready": True, "detail": "healthy",
+                                             "generation": {"answered": False, "seconds": 30.0, "detail": "timed out"}}}
     diagnosis = diagnose(FactHost(facts), specs())
     assert runbooks_named(diagnosis) == ["engine-generation-stuck"]
     assert diagnosis.findings[0].action == "restart engine"
@@ -237,7 +238,7 @@ def test_an_amd_host_names_an_unloaded_driver_and_a_mismatched_one():
     base = {MaintenanceMarker: None, AmdgpuModule: "6.14.14", UnitJournal: [], LastFabricCheck: None, SecureBoot: False,
             AptPolicyVersion: {"installed": "1:6.14.14.30100200-2212569.24.04", "candidate": None},
             XgmiLinks: {"gpus": list(range(8)), "not_xgmi": []},
-            **{fact: healthy_h200()[fact] for fact in (UnitStates, EngineState, EngineGeneration, ModelCheckpoints,
+            **{fact: healthy_h200()[fact] for fact in (UnitStates, EngineState, ModelCheckpoints,
                                                        InfinibandPorts, InfinibandActiveMtu)}}
     from k3ops.facts.amd import RocmGpus
 
@@ -253,7 +254,7 @@ def test_an_amd_host_names_an_unloaded_driver_and_a_mismatched_one():
 
 def test_under_maintenance_a_host_reports_so_and_exits_0():
     facts = {**healthy_h200(), MaintenanceMarker: {"reason": "driver upgrade", "since": "now", "by": "k3ops"},
-             NvidiaDriverState: "mismatch", NvidiaKernelModule: None, NvidiaUserspaceVersion: None,
+             NvidiaDriverState: "mismatch", NvidiaGpus: [], NvidiaKernelModule: None, NvidiaUserspaceVersion: None,
              KernelDriverMismatch: None}
     diagnosis = diagnose(FactHost(facts), specs())
     assert diagnosis.status == "maintenance" and diagnosis.findings and exit_status([diagnosis]) == 0
@@ -286,3 +287,34 @@ def test_a_runbook_header_that_is_wrong_is_refused_by_name(tmp_path):
 
 def test_the_runbooks_index_is_made_from_their_headers():
     assert index_table() in (Path(runbooks()["checkpoint-corrupt"].path).parent / "README.md").read_text()
+
+
+def test_a_check_whose_tool_answers_oddly_is_unchecked_and_the_rest_still_run():
+    def hung(**_):
+        raise TimeoutError("nvidia-smi -q did not answer within 90 s")
+
+    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: hung}), specs())
+    assert diagnosis.findings == [] and diagnosis.status == "warning"
+    assert diagnosis.unchecked == ["gpu-memory: TimeoutError: nvidia-smi -q did not answer within 90 s"]
+
+
+def test_one_finding_per_runbook_keeps_the_gpu_to_replace_over_the_one_to_reset():
+    memory = healthy_h200()[NvidiaMemoryErrors]
+    memory[0] = {**memory[0], "ecc_volatile_uncorrectable": 2}
+    memory[5] = {**memory[5], "remap_failure": True}
+    (finding,) = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: memory}), specs()).findings
+    assert (finding.action, finding.variables["GPU"]) == ("drain and inspect hardware", "5")
+    assert len(finding.evidence) == 2
+
+
+def test_a_multi_node_engines_worker_is_not_asked_for_health_it_does_not_serve():
+    engine = {**ENGINE, "recipe": "vllm-h200x8-2node", "cluster": "h200-a", "image_digest": "sha256:" + "5e" * 32}
+    engine.pop("binary_url"), engine.pop("binary_sha256"), engine.pop("model_file")
+    head, worker = ({"hardware_profile": "h200x8", "engine": engine, "model": MODEL,
+                     "model_cache_headroom_gib": LAB_HEADROOM_GIB} for _ in range(2))
+    fleet = [("gpu-01", head), ("gpu-02", worker)]
+    facts = {**healthy_h200(), EngineState: {"unit": "active", "revision": None, "ready": False, "detail": "refused"},
+             UnitStates: engine_unit(unit(seconds=10.0**6))}
+    diagnosis = diagnose(FactHost(facts), HostSpecs.of("gpu-02", worker, fleet))
+    assert diagnosis.findings == [] and HostSpecs.of("gpu-02", worker, fleet).cluster == ("gpu-01", "gpu-02")
+    assert runbooks_named(diagnose(FactHost(facts), HostSpecs.of("gpu-01", head, fleet))) == ["engine-slow-start"]

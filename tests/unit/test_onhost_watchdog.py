@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from k3ops.onhost.watchdog import decide, healthy, main
+from k3ops.onhost.watchdog import decide, engine_state, healthy, main
 
 
 class Engine(BaseHTTPRequestHandler):
@@ -15,6 +15,7 @@ class Engine(BaseHTTPRequestHandler):
     health_status = 200
     models = ["tiny-k3"]
     seen_authorization = []
+    generation_stuck = threading.Event()  # set: a completion never comes, while /health still answers
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         if self.path == "/health":
@@ -29,6 +30,9 @@ class Engine(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         asked = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if Engine.generation_stuck.is_set():
+            Engine.release.wait(30)
+            return
         body = json.dumps({"model": asked["model"], "choices": [
             {"message": {"role": "assistant", "content": f"you said {asked['messages'][0]['content']}"}}]}).encode()
         self.send_response(200)
@@ -46,7 +50,10 @@ def engine():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     Engine.health_status, Engine.models, Engine.seen_authorization = 200, ["tiny-k3"], []
+    Engine.generation_stuck.clear()
+    Engine.release = threading.Event()
     yield f"http://127.0.0.1:{server.server_address[1]}"
+    Engine.release.set()
     server.shutdown()
     server.server_close()
 
@@ -100,3 +107,15 @@ def test_chat_prints_the_answer_with_the_key_from_the_secrets_file(engine, tmp_p
     assert main(["--url", f"{engine}/health", "--secrets", str(secrets), "--served-name", "tiny-k3",
                  "--chat", f"{engine}/v1/chat/completions", "--message", "hi"]) == 0
     assert capsys.readouterr().out == "you said hi\n"
+
+
+def test_the_check_probes_generation_only_on_a_ready_engine(engine):
+    chat = f"{engine}/v1/chat/completions"
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 2)
+    assert state["ready"] and state["generation"]["answered"] is True
+    Engine.generation_stuck.set()
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 1)
+    assert state["ready"] and state["generation"]["answered"] is False and "timed out" in state["generation"]["detail"]
+    Engine.health_status = 503
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 1)
+    assert not state["ready"] and state["generation"] is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from .output import add_json_flag, table
 
@@ -11,7 +12,7 @@ SUMMARY_HEADER = ("HOST", "STATUS", "RUNBOOK", "SEVERITY", "ACTION", "SUMMARY")
 
 def register(verbs) -> None:
     doctor = verbs.add_parser("doctor", help="read each host's state (read-only) and name the runbook for each "
-                                             "problem; exit 0 healthy, 1 warning, 2 critical")
+                                             "problem; exit 0 healthy, 1 warning, 2 critical, 3 bad input")
     doctor.add_argument("inventory")
     doctor.add_argument("--limit", help="comma-separated host names or globs (default: every host)")
     add_json_flag(doctor)
@@ -19,10 +20,16 @@ def register(verbs) -> None:
 
 
 def run(args) -> int:
-    from ..doctor.diagnose import run_doctor
-    from ..doctor.findings import exit_status
+    from pyinfra.api.exceptions import InventoryError
 
-    diagnoses = run_doctor(args.inventory, args.limit.split(",") if args.limit else None)
+    from ..doctor.diagnose import run_doctor
+    from ..doctor.findings import UNKNOWN_EXIT, exit_status
+
+    try:
+        diagnoses = run_doctor(args.inventory, args.limit.split(",") if args.limit else None)
+    except (ValueError, InventoryError) as error:  # bad data or --limit: nothing was asked, nothing is known
+        print(f"k3ops doctor: {error}", file=sys.stderr)
+        return UNKNOWN_EXIT
     status = exit_status(diagnoses)
     if args.json:
         print(json.dumps({"exit_status": status, "hosts": [diagnosis.to_json() for diagnosis in diagnoses]}, indent=1))

@@ -18,7 +18,7 @@ from ..facts.amd import AmdgpuModule
 from ..facts.apt import AptPolicyVersion
 from ..facts.boot import SecureBoot
 from ..facts.checkpoint import ModelCheckpoints
-from ..facts.engine import EngineGeneration, EngineState
+from ..facts.engine import EngineState
 from ..facts.fabric_check import LastFabricCheck
 from ..facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
 from ..facts.journal import UnitJournal
@@ -53,10 +53,13 @@ ENGINE_LOG_RUNBOOKS = (
 # Automatic restarts this boot after which an engine that is not ready is looping, not starting: systemd's count
 # (NRestarts) is not reset by a manual restart, so one crash and its repair stay below it.
 LOOP_RESTARTS = 2
+# The watchdog logs a restart just before systemd starts the run it caused.
+WATCHDOG_RESTART_LEAD_SECONDS = 30
 TOOL_PARSER_FLAG = "--tool-call-parser"
 K3_PARSER = "kimi_k3"
 STORE_SPACE_MESSAGES = ("not enough space", "No space left on device")
-FETCHING_PHASES = ("metadata", "waiting", "downloading", "verifying")
+# A fetch's phases that refresh the store's state as they go (a verification hashes for long without a word).
+FETCHING_PHASES = ("metadata", "waiting", "downloading")
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,10 @@ class CheckResult:
 
 
 def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
-    """nvidia-smi answers, and with the version the installed driver has."""
+    """nvidia-smi answers, and with the version the installed driver has. A host that lists its GPUs has a
+    working driver; only one that lists none is asked why."""
+    if host.get_fact(NvidiaGpus):
+        return CheckResult()
     state = host.get_fact(NvidiaDriverState)
     if state == "ready":
         return CheckResult()
@@ -97,6 +103,7 @@ def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
     evidence = [f"nvidia-smi: driver state {state}",
                 f"loaded kernel module: {module['version'] if module else 'none'}",
                 f"installed userspace (libnvidia-ml): {userspace or 'none'}"]
+    gpus = {"GPU_COUNT": str(specs.gpu.gpu_count)}
     if state == "mismatch":
         complaint = host.get_fact(KernelDriverMismatch, since_seconds=specs.doctor.doctor_kernel_log_hours * 3600)
         if complaint:
@@ -104,20 +111,29 @@ def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
                             f"kernel module has the version {complaint[1]}")
         finding = Finding("nvml-driver-mismatch", "critical", "reboot",
                           "Failed to initialize NVML: Driver/library version mismatch (the loaded module is "
-                          f"{module['version'] if module else 'unknown'}, the library {userspace})", evidence)
+                          f"{module['version'] if module else 'unknown'}, the library {userspace})", evidence, gpus)
     elif state == "no-devices":
         finding = Finding("gpu-count-below-spec", "critical", "reboot",
-                          f"the driver sees no GPU; the spec names {specs.gpu.gpu_count}", evidence,
-                          {"GPU_COUNT": str(specs.gpu.gpu_count)})
-    elif host.get_fact(SecureBoot) and module is None:
-        finding = Finding("secure-boot-blocks-driver", "critical", "reboot",
-                          "Secure Boot is on and the nvidia module is not loaded: the kernel refused the unsigned "
-                          "module", [*evidence, "mokutil --sb-state: SecureBoot enabled"])
+                          f"the driver sees no GPU; the spec names {specs.gpu.gpu_count}", evidence, gpus)
+    elif state == "not-installed":
+        finding = Finding("nvidia-driver-not-loaded", "critical", "rerun the deploy",
+                          "no NVIDIA driver is installed (no nvidia-smi): rerun the deploy", evidence, gpus)
+    elif module is None and (refusal := secure_boot_refusal(host, specs, "nvidia", evidence)):
+        finding = refusal
     else:
         finding = Finding("nvidia-driver-not-loaded", "critical", "reboot",
-                          "nvidia-smi cannot reach the driver: the nvidia module is not loaded"
-                          if state == "no-driver" else "no NVIDIA driver is installed: rerun the deploy", evidence)
+                          "nvidia-smi cannot reach the driver: the nvidia module is not loaded", evidence, gpus)
     return CheckResult([finding], driver_answers=False)
+
+
+def secure_boot_refusal(host, specs: HostSpecs, module: str, evidence: list[str]) -> Finding | None:
+    """Secure Boot on and the GPU module, which DKMS built unsigned, not loaded: the kernel refused it."""
+    if specs.gpu.signed_kernel_modules or not host.get_fact(SecureBoot):
+        return None
+    return Finding("secure-boot-blocks-driver", "critical", "reboot",
+                   f"Secure Boot is on and the {module} module is not loaded: the kernel refused the unsigned module",
+                   [*evidence, "Secure Boot: enabled (the firmware's SecureBoot variable)"],
+                   {"MODULE": module, "GPU_COUNT": str(specs.gpu.gpu_count)})
 
 
 def kernel_xids(host, specs: HostSpecs) -> CheckResult:
@@ -157,9 +173,11 @@ def gpu_count(host, specs: HostSpecs) -> CheckResult:
 def gpu_memory(host, specs: HostSpecs) -> CheckResult:
     """Row remapping and ECC, per GPU: a failed remap is the hardware's end, a pending one waits for a reset."""
     result = CheckResult()
+    index_by_bus = {gpu["bus_id"].lower(): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     for gpu in host.get_fact(NvidiaMemoryErrors):
-        where = f"GPU {gpu['gpu']} ({gpu['bus_id']})"
-        variables = {"GPU": str(gpu["gpu"])}
+        index = index_by_bus.get(gpu["bus_id"].lower(), gpu["gpu"])  # the index `nvidia-smi -i` takes
+        where = f"GPU {index} ({gpu['bus_id']})"
+        variables = {"GPU": str(index)}
         if gpu.get("remap_failure"):
             result.findings.append(Finding(
                 "gpu-memory-errors", "critical", "drain and inspect hardware",
@@ -233,16 +251,11 @@ def rdma_ports(host, specs: HostSpecs) -> CheckResult:
 def amd_driver(host, specs: HostSpecs) -> CheckResult:
     """amdgpu loaded, at the version of the amdgpu-dkms package ROCm's release installed."""
     loaded = host.get_fact(AmdgpuModule)
-    if loaded is None and host.get_fact(SecureBoot):
-        return CheckResult([Finding("secure-boot-blocks-driver", "critical", "reboot",
-                                    "Secure Boot is on and amdgpu is not loaded: the kernel refused the unsigned "
-                                    "module",
-                                    ["/sys/module/amdgpu: absent", "mokutil --sb-state: SecureBoot enabled"])],
-                           driver_answers=False)
     if loaded is None:
-        return CheckResult([Finding("amdgpu-not-loaded", "critical", "reboot",
-                                    "amdgpu is not loaded: no GPU is usable", ["/sys/module/amdgpu: absent"])],
-                           driver_answers=False)
+        absent = ["/sys/module/amdgpu: absent"]
+        return CheckResult([secure_boot_refusal(host, specs, "amdgpu", absent) or Finding(
+            "amdgpu-not-loaded", "critical", "reboot", "amdgpu is not loaded: no GPU is usable", absent,
+            {"GPU_COUNT": str(specs.gpu.gpu_count)})], driver_answers=False)
     installed = host.get_fact(AptPolicyVersion, package="amdgpu-dkms")["installed"]
     if installed and not installed.split(":")[-1].startswith(loaded + "."):
         return CheckResult([Finding(
@@ -291,65 +304,73 @@ def engine(host, specs: HostSpecs) -> CheckResult:
     """The engine unit: crashed or looping, stuck starting, or up and not generating; its log names why."""
     engine_spec = specs.engine.engine
     state = host.get_fact(UnitStates, units=[ENGINE_UNIT]).get(ENGINE_UNIT, {})
-    journal = host.get_fact(UnitJournal, unit=ENGINE_UNIT, lines=JOURNAL_LINES)
-    said = dict(log_patterns.log_findings(journal, log_patterns.ENGINE_LOG_PATTERNS))
+    journal = host.get_fact(UnitJournal, unit=ENGINE_UNIT, lines=JOURNAL_LINES, since=state.get("entered"))
+    log_says = dict(log_patterns.log_findings(journal, log_patterns.ENGINE_LOG_PATTERNS))
     result = CheckResult()
-    if "tool-call-parse" in said or (engine_spec.recipe.startswith(("vllm", "sglang"))
+    if "tool-call-parse" in log_says or (engine_spec.recipe.startswith(("vllm", "sglang"))
                                      and TOOL_PARSER_FLAG in engine_spec.args
                                      and engine_spec.args[TOOL_PARSER_FLAG] != K3_PARSER):
         result.findings.append(Finding(
             "tool-call-parsing", "warning", "none",
             f"tool calls are not parsed as K3 writes them (the recipe's {TOOL_PARSER_FLAG} {K3_PARSER})",
-            [line for line in (said.get("tool-call-parse"),
+            [line for line in (log_says.get("tool-call-parse"),
                                f"engine.args {TOOL_PARSER_FLAG}: {engine_spec.args.get(TOOL_PARSER_FLAG)}") if line]))
-    cause = next(((runbook, said[pattern]) for pattern, runbook in ENGINE_LOG_RUNBOOKS if pattern in said), None)
-    if state.get("restarts") and cause is None:
-        cause = watchdog_cause(host)
+    cause = next(((runbook, log_says[pattern]) for pattern, runbook in ENGINE_LOG_RUNBOOKS if pattern in log_says), None)
     urls = engine_urls(engine_spec, specs.rank)
-    where = {"UNIT": ENGINE_UNIT, "PORT": str(engine_spec.port or RECIPES[engine_spec.recipe].port),
+    variables = {"UNIT": ENGINE_UNIT, "PORT": str(engine_spec.port or RECIPES[engine_spec.recipe].port),
              "HEALTH_URL": urls["health_url"], "HOSTS": ",".join(specs.cluster or (specs.name,))}
     if state.get("active") == "failed" or state.get("sub") == "auto-restart":
-        result.findings.append(not_serving(state, cause, journal, where))
+        result.findings.append(not_serving(state, cause or watchdog_cause(host, state), journal, variables))
+        return result
+    if state.get("active") == "activating":
+        result.notes.append(f"{ENGINE_UNIT} is starting ({state.get('sub')})")
         return result
     if state.get("active") != "active":
         result.notes.append(f"{ENGINE_UNIT} is {state.get('active', 'missing')} ({state.get('result')}), stopped on "
                             "purpose: this host is not serving")
         return result
+    if specs.rank > 0:  # a multi-node engine's worker serves no HTTP: its head answers for the cluster
+        return result
     served = specs.model.model.name if specs.model.model else ""
-    ready = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"], served_name=served)
+    timeout = specs.doctor.doctor_generation_timeout_seconds
+    health = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"], served_name=served,
+                          chat_url=urls["chat_url"] if urls["models_url"] else None, probe_seconds=timeout)
     running = state.get("active_seconds") or 0
     if state.get("restarts"):
         result.notes.append(f"{ENGINE_UNIT} restarted {state['restarts']} times this boot")
-    if not ready["ready"]:
+    if not health["ready"]:
+        cause = cause or watchdog_cause(host, state)
         if state.get("restarts", 0) >= LOOP_RESTARTS:  # caught between two exits of a loop
-            result.findings.append(not_serving(state, cause, journal, where))
+            result.findings.append(not_serving(state, cause, journal, variables))
+        elif cause and cause[0] == "engine-slow-start":
+            result.findings.append(Finding(cause[0], "warning", "none", "the engine is loading again after the "
+                                           "watchdog gave up on its last start", [cause[1], health["detail"]], variables))
         elif cause:
             result.findings.append(Finding(cause[0], "critical", "restart engine",
-                                           f"the engine is not ready: its log says {cause[1]}", [cause[1]], where))
+                                           f"the engine is not ready: its log says {cause[1]}", [cause[1]], variables))
         elif running > engine_spec.start_timeout_seconds:
             result.findings.append(Finding(
                 "engine-slow-start", "warning", "none",
                 f"running {running:.0f} s and not ready (start_timeout_seconds {engine_spec.start_timeout_seconds})",
-                [ready["detail"], *([said["cold-start"]] if "cold-start" in said else [])], where))
+                [health["detail"], *([log_says["cold-start"]] if "cold-start" in log_says else [])], variables))
         else:
             result.notes.append(f"the engine is starting ({running:.0f} s of {engine_spec.start_timeout_seconds} s): "
-                                f"{ready['detail']}")
+                                f"{health['detail']}")
         return result
-    if urls["models_url"]:
-        timeout = specs.doctor.doctor_generation_timeout_seconds
-        answer = host.get_fact(EngineGeneration, chat_url=urls["chat_url"], served_name=served, timeout_seconds=timeout)
-        if answer["answered"] is False:
-            result.findings.append(Finding(
-                "engine-generation-stuck", "critical", "restart engine",
-                f"/health answers but one token took more than {timeout} s: generation is stuck",
-                [f"health: {ready['detail']}", f"generation: {answer['detail']}"], where))
+    answer = health.get("generation") or {}
+    if answer.get("answered") is False:
+        result.findings.append(Finding(
+            "engine-generation-stuck", "critical", "restart engine",
+            f"/health answers but one token took more than {timeout} s: generation is stuck",
+            [f"health: {health['detail']}", f"generation: {answer['detail']}"], variables))
     return result
 
 
-def watchdog_cause(host) -> tuple[str, str] | None:
-    """Why the watchdog last restarted the engine, where it did: a start that never became healthy is a slow
-    start (or a load that never ends), failed health checks an engine that stopped answering."""
-    restarts = [line for line in host.get_fact(UnitJournal, unit=WATCHDOG_SERVICE, lines=JOURNAL_LINES)
+def watchdog_cause(host, state: dict) -> tuple[str, str] | None:
+    """Why the watchdog restarted the engine into this run, if it did: a start that never became healthy is a
+    slow start (or a load that never ends), failed health checks an engine that stopped answering."""
+    since = max((state.get("entered") or 0) - WATCHDOG_RESTART_LEAD_SECONDS, 1)
+    restarts = [line for line in host.get_fact(UnitJournal, unit=WATCHDOG_SERVICE, lines=JOURNAL_LINES, since=since)
                 if f": {watchdog.RESTARTING}: " in line]
     if not restarts:
         return None
@@ -373,7 +394,8 @@ def model_cache(host, specs: HostSpecs) -> CheckResult:
     if state is None:
         return CheckResult(notes=[f"no checkpoint of {model.name} on the host yet: the model deploy has not run"])
     findings = []
-    where = {"CACHE": specs.model.model_cache_path}
+    where = {"CACHE": specs.model.model_cache_path,
+             "HEADROOM_BYTES": str(int(specs.model.model_cache_headroom_gib * 1024**3))}
     if state.get("bad_files"):
         findings.append(Finding(
             "checkpoint-corrupt", "critical", "rerun the deploy",
@@ -436,7 +458,7 @@ def checks_for(specs: HostSpecs) -> list:
 
 
 # The checks that read the GPUs through the driver: skipped while the driver check has a finding.
-NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi}
+NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi, engine}
 # The name each check goes by in findings and in the runbooks' `finding:` headers.
 CHECK_NAMES = {nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid", gpu_count: "gpu-count",
                gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",

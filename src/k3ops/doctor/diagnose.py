@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from ..facts.maintenance import MaintenanceMarker
-from ..facts.reader import FactError
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
 from .checks import CHECK_NAMES, NEEDS_DRIVER, HostSpecs, checks_for
 from .findings import Diagnosis, merged
+
+
+# nvidia-smi hangs on a GPU that is failing (GSP timeouts, a GPU off the bus): the very host being diagnosed.
+# A command silent for this long (beyond the generation probe's own wait) is reported, and the rest go on.
+COMMAND_TIMEOUT_SECONDS = 60
 
 
 class CountingHost:
@@ -26,8 +30,13 @@ class CountingHost:
 
 
 def diagnose(host, specs: HostSpecs) -> Diagnosis:
+    host.command_timeout = COMMAND_TIMEOUT_SECONDS + specs.doctor.doctor_generation_timeout_seconds
     counted = CountingHost(host)
-    diagnosis = Diagnosis(host=specs.name, maintenance=counted.get_fact(MaintenanceMarker))
+    diagnosis = Diagnosis(host=specs.name)
+    try:
+        diagnosis.maintenance = counted.get_fact(MaintenanceMarker)
+    except Exception as error:  # noqa: BLE001
+        diagnosis.unchecked.append(f"maintenance: {type(error).__name__}: {error}")
     found, driver_answers = [], True
     for check in checks_for(specs):
         name = CHECK_NAMES[check]
@@ -36,8 +45,8 @@ def diagnose(host, specs: HostSpecs) -> Diagnosis:
             continue
         try:
             result = check(counted, specs)
-        except FactError as error:
-            diagnosis.unchecked.append(f"{name}: {error}")
+        except Exception as error:  # noqa: BLE001  (a tool's odd answer or a hung command: say so, check the rest)
+            diagnosis.unchecked.append(f"{name}: {type(error).__name__}: {error}")
             continue
         for finding in result.findings:
             finding.check = name

@@ -1,7 +1,7 @@
 """What the doctor says of a host: findings that name a runbook, notes that need nobody, and the verdict.
 
-Exit statuses are Nagios' (fleet-ops.md C1): 0 healthy, 1 warning, 2 critical, so cron, Slurm health
-checks and monitoring read them as they read any check.
+Exit statuses are Nagios' (fleet-ops.md C1): 0 healthy, 1 warning, 2 critical, 3 unknown, so cron, Slurm
+health checks and monitoring read them as they read any check.
 """
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .runbooks import runbooks
-from .xids import Action
 
 SEVERITY_RANK = {"warning": 1, "critical": 2}
+# Of two findings of one runbook and severity, the one needing more is kept: a GPU to replace outranks a reset.
+ACTION_RANK = {"none": 0, "restart service": 1, "restart engine": 2, "rerun the deploy": 2, "free disk space": 2,
+               "restart fabric manager": 3, "reset GPU": 4, "reboot": 5, "drain and inspect hardware": 6}
 # A finding that another explains: a GPU fallen off the bus (Xid 79) is why fewer GPUs show.
 EXPLAINED_BY = {"gpu-count-below-spec": "gpu-fallen-off-bus"}
 STATUS_EXIT = {"healthy": 0, "maintenance": 0, "warning": 1, "critical": 2, "unreachable": 2}
-# A GPU host's actions beyond NVIDIA's buckets (xids.Action): a daemon to restart, a deploy to rerun, a disk to free.
-HostAction = Action | str
+UNKNOWN_EXIT = 3  # Nagios' UNKNOWN: the inventory or the command line was wrong, no host was asked
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Finding:
 
     runbook: str
     severity: str  # "warning" or "critical"
-    action: HostAction
+    action: str  # xids.Action, or a host's own: restart service, rerun the deploy, free disk space
     summary: str
     evidence: list[str] = field(default_factory=list)
     # What the runbook's commands need to know ($GPU, $HOSTS, ...), from what the check saw.
@@ -38,7 +39,8 @@ class Finding:
 
     def to_json(self) -> dict:
         book = runbooks()[self.runbook]
-        return {"runbook": self.runbook, "runbook_path": book.location, "title": book.title, "check": self.check,
+        return {"runbook": self.runbook, "runbook_path": book.location, "title": book.title,
+                "automatable": book.automatable, "check": self.check,
                 "severity": self.severity, "action": self.action, "summary": self.summary,
                 "evidence": self.evidence, "variables": self.variables}
 
@@ -86,11 +88,16 @@ def merged(findings: list[Finding]) -> list[Finding]:
             by_runbook[finding.runbook] = Finding(**{**finding.__dict__, "evidence": list(finding.evidence),
                                                      "variables": dict(finding.variables)})
             continue
-        if SEVERITY_RANK[finding.severity] > SEVERITY_RANK[kept.severity]:
+        if weight(finding) > weight(kept):
             kept.severity, kept.action, kept.summary = finding.severity, finding.action, finding.summary
+            kept.variables = {**kept.variables, **finding.variables}
         kept.evidence += [line for line in finding.evidence if line not in kept.evidence]
         kept.variables = {**finding.variables, **kept.variables}
     return sorted(by_runbook.values(), key=lambda finding: -SEVERITY_RANK[finding.severity])
+
+
+def weight(finding: Finding) -> tuple[int, int]:
+    return SEVERITY_RANK[finding.severity], ACTION_RANK.get(finding.action, 0)
 
 
 def exit_status(diagnoses: list[Diagnosis]) -> int:

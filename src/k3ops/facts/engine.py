@@ -24,19 +24,24 @@ METRIC_SAMPLE_REGEX = r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<
 class EngineState(FactBase[dict]):
     """
     Returns the engine unit's state, the revision directory its last start loaded (``None`` before
-    the first), and whether it answers its health endpoint and lists the served model:
+    the first), and whether it answers its health endpoint and lists the served model; given
+    ``chat_url`` and ``probe_seconds``, also whether a ready engine generated one token in that time
+    (``generation``, ``None`` when it is not ready: /health answers even while generation is stuck):
 
     .. code:: python
 
         {"unit": "active", "revision": "/srv/k3ops/models/kimi-k3/revisions/0123...", "ready": True,
-         "detail": "healthy"}
+         "detail": "healthy", "generation": {"answered": True, "seconds": 0.4, "detail": "generated one token"}}
     """
 
     @override
-    def command(self, health_url: str, models_url: str | None, served_name: str):
+    def command(self, health_url: str, models_url: str | None, served_name: str, chat_url: str | None = None,
+                probe_seconds: int | None = None):
         check = ["--check", "--url", health_url, "--served-name", served_name]
         if models_url:
             check += ["--models-url", models_url]
+        if chat_url and probe_seconds:
+            check += ["--chat", chat_url, "--probe", str(int(probe_seconds))]
         return StringCommand(WATCHDOG_COMMAND, *(QuoteString(word) for word in check))
 
     @override
@@ -46,35 +51,6 @@ class EngineState(FactBase[dict]):
     @staticmethod
     def default():
         return {"unit": "unknown", "revision": None, "ready": False, "detail": "not installed"}
-
-    @override
-    def process(self, output):
-        return json.loads("\n".join(output))
-
-
-class EngineGeneration(FactBase[dict]):
-    """
-    Returns whether the engine generated one token within ``timeout_seconds`` (``answered`` is ``None``
-    where the watchdog is not installed):
-
-    .. code:: python
-
-        {"answered": False, "seconds": 30.0, "detail": "http://127.0.0.1:8000/v1/chat/completions: timed out"}
-    """
-
-    @override
-    def command(self, chat_url: str, served_name: str, timeout_seconds: int):
-        return StringCommand(WATCHDOG_COMMAND, "--url", QuoteString(chat_url), "--served-name",
-                             QuoteString(served_name), "--chat", QuoteString(chat_url), "--probe",
-                             str(int(timeout_seconds)))
-
-    @override
-    def requires_command(self, *args, **kwargs) -> str:
-        return WATCHDOG_COMMAND
-
-    @staticmethod
-    def default():
-        return {"answered": None, "seconds": None, "detail": "the watchdog is not installed"}
 
     @override
     def process(self, output):

@@ -7,7 +7,9 @@ import re
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-UNIT_NAME_REGEX = r"^[A-Za-z0-9][A-Za-z0-9:_.@-]*\.(?:service|timer|socket|mount|target)$"
+# A unit name ("nvidia-fabricmanager.service", "k3ops-model-fetch@kimi-k3.service"): systemd's characters but
+# the "\" of its escapes, and no leading "-", so that neither the shell nor systemctl's options read it.
+UNIT_NAME_REGEX = r"[A-Za-z0-9][A-Za-z0-9:_.@-]{0,250}\.(?:service|timer|socket|mount|target)"
 UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus",
                    "ActiveEnterTimestamp", "StateChangeTimestamp")
 NOW_MARKER = "K3OPS_NOW"
@@ -16,19 +18,20 @@ NOW_MARKER = "K3OPS_NOW"
 class UnitStates(FactBase[dict[str, dict]]):
     """
     Returns each unit's state, its automatic restarts, its main process's last exit status, how long it
-    has been active (``None`` when not active) and when its state last changed (Unix seconds):
+    has been active (``None`` when not active), when it last became active and when its state last
+    changed (Unix seconds):
 
     .. code:: python
 
         {"k3ops-engine.service": {"load": "loaded", "active": "activating", "sub": "auto-restart",
                                   "result": "exit-code", "restarts": 4, "exit_status": 1,
-                                  "active_seconds": None, "changed": 1796147786}}
+                                  "active_seconds": None, "entered": 1796147776, "changed": 1796147786}}
     """
 
     @override
     def command(self, units: list[str]):
         for unit in units:
-            if not re.match(UNIT_NAME_REGEX, unit):
+            if not re.fullmatch(UNIT_NAME_REGEX, unit):
                 raise ValueError(f"{unit!r} is not a systemd unit name")
         # Wall-clock times on both sides (systemd 247+ prints them as @<seconds>): a container's monotonic
         # clock is its host's, while its /proc/uptime may not be.
@@ -67,5 +70,6 @@ def _unit_state(block: dict, now: int | None) -> dict:
         "restarts": int(block["NRestarts"]) if block.get("NRestarts", "").isdigit() else 0,
         "exit_status": int(block["ExecMainStatus"]) if block.get("ExecMainStatus", "").isdigit() else None,
         "active_seconds": max(now - entered, 0) if active == "active" and entered and now else None,
+        "entered": entered,
         "changed": _seconds(block.get("StateChangeTimestamp")),
     }

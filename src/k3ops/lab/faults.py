@@ -185,11 +185,11 @@ def inject(host: state.LabHost, name: str) -> None:
     why_not = applies(fault, host.profile)
     if why_not:
         raise FaultError(f"{host.name}: {why_not}")
-    for command in fault.inject:
-        _checked(host, filled(command, host), f"injecting {name}")
-    record = [*dict.fromkeys([*injected(host), name])]
+    record = [*dict.fromkeys([*injected(host), name])]  # first: a fault half put in can still be cleared
     _checked(host, f"mkdir -p $(dirname {INJECTED}) && echo {shlex.quote(json.dumps(record))} > {INJECTED}",
              "recording the fault")
+    for command in fault.inject:
+        _checked(host, filled(command, host), f"injecting {name}")
     if fault.reboot:
         lab.reboot(host)
     if fault.settled:

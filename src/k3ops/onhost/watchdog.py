@@ -113,8 +113,10 @@ def wait(args) -> int:
         time.sleep(min(5.0, max(args.wait - waited, 0.1)))
 
 
-def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str) -> dict:
-    """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness."""
+def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str,
+                 probe_url: str | None = None, probe_seconds: float | None = None) -> dict:
+    """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness, and
+    with `probe_url` whether a ready engine generates (`generation`, None when it is not ready)."""
     try:
         revision = Path(ENGINE_REVISION_FILE).read_text().strip() or None
     except OSError:
@@ -124,7 +126,10 @@ def engine_state(url: str, models_url: str | None, served_name: str | None, unit
     except (OSError, subprocess.CalledProcessError):  # no systemd to ask
         active = "unknown"
     ready, detail = healthy(url, models_url, served_name)
-    return {"unit": active, "revision": revision, "ready": ready, "detail": detail}
+    state = {"unit": active, "revision": revision, "ready": ready, "detail": detail}
+    if probe_url and probe_seconds:
+        state["generation"] = probe(probe_url, served_name, probe_seconds) if ready else None
+    return state
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,12 +147,14 @@ def main(argv: list[str] | None = None) -> int:
                                                        "chat completions URL, and exit")
     parser.add_argument("--message", default="Hello!")
     parser.add_argument("--probe", type=float, metavar="SECONDS",
-                        help="with --chat: print whether one token came within SECONDS (JSON), and exit")
+                        help="with --check and --chat: also say whether one token came within SECONDS")
     # A watchdog run's limits come from the host's engine spec, through the unit: no defaults here.
     parser.add_argument("--failures", type=int)
     parser.add_argument("--start-timeout", type=float)
     parser.add_argument("--state", type=Path, default=Path(WATCHDOG_STATE_FILE))
     args = parser.parse_args(argv)
+    if args.probe and not (args.check and args.chat):
+        parser.error("--probe goes with --check and --chat")
     read_secrets(args.secrets)
     if args.metrics:
         try:
@@ -155,15 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as error:
             print(f"# unavailable: {error}")
         return 0
-    if args.chat and args.probe:
-        print(json.dumps(probe(args.chat, args.served_name, args.probe)))
+    if args.check:
+        print(json.dumps(engine_state(args.url, args.models_url, args.served_name, args.unit, args.chat, args.probe)))
         return 0
     if args.chat:
         body = {"model": args.served_name, "max_tokens": 16, "messages": [{"role": "user", "content": args.message}]}
         print(json.loads(get(args.chat, body, timeout=120))["choices"][0]["message"]["content"])
-        return 0
-    if args.check:
-        print(json.dumps(engine_state(args.url, args.models_url, args.served_name, args.unit)))
         return 0
     if args.wait is not None:
         return wait(args)
