@@ -28,7 +28,6 @@ from tests.lab.conftest import lab_inventory  # noqa: E402  (the lab tests' own 
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 HOSTS = [f"gpu-{index:02d}" for index in range(1, 9)]
 SLOW_HOST = "gpu-06"
-HARDWARE = "/etc/k3ops-lab/hardware.json"
 
 
 def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -42,11 +41,9 @@ def fabric_check(inventory: str, hosts: list[str]) -> tuple[float, dict]:
     return time.monotonic() - started, json.loads(result.stdout)
 
 
-def slow(host: str, share: float | None) -> None:
-    change = (f"h.setdefault('faults', {{}})['nic_throughput_share']={share}" if share
-              else "h.setdefault('faults', {}).pop('nic_throughput_share', None)")
-    k3ops("lab", "ssh", host, f"python3 -c \"import json; h=json.load(open('{HARDWARE}')); {change}; "
-                              f"json.dump(h, open('{HARDWARE}', 'w'))\"")
+def slow(host: str, on: bool) -> None:
+    """The lab's nic-slow fault: the host moves half its NICs' bandwidth, its ports healthy."""
+    k3ops("lab", "fault", host, *(["nic-slow"] if on else ["--clear"]))
 
 
 def main() -> int:
@@ -63,7 +60,7 @@ def main() -> int:
                 times[count], found = fabric_check(pairs, HOSTS[:count])
                 assert found["passed"], found
                 print(f"check on {count} hosts: {times[count]:.1f} s ({times[count] / times[2]:.2f}x the 2-host time)")
-            slow(SLOW_HOST, 0.5)
+            slow(SLOW_HOST, True)
             try:
                 for name, inventory in (("4 groups of 2", pairs), ("1 group of 8", one_group)):
                     seconds, found = fabric_check(inventory, HOSTS)
@@ -71,7 +68,7 @@ def main() -> int:
                     print(f"slow {SLOW_HOST}, {name}: at fault {located['at_fault']}, {len(located['rounds'])} "
                           f"round(s) of {[len(r) for r in located['rounds']]} parallel pairs, {seconds:.1f} s")
             finally:
-                slow(SLOW_HOST, None)
+                slow(SLOW_HOST, False)
     finally:
         k3ops("lab", "down")
     return 0

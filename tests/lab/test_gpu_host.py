@@ -10,6 +10,7 @@ import os
 import pytest
 
 from k3ops.engines.units import environment_assignment, systemd_command
+from k3ops.lab import faults
 from k3ops.onhost import layout
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
@@ -46,8 +47,7 @@ def changed_operations(report: dict) -> list[tuple[str, int]]:
 
 def set_secure_boot(host: str, enabled: bool) -> None:
     """Secure Boot in the firmware (the lab's hardware document), in effect from the next boot."""
-    on_host(host, "python3 -c \"import json; p='/etc/k3ops-lab/hardware.json'; h=json.load(open(p));"
-                  f" h['secure_boot']={enabled}; json.dump(h, open(p, 'w'))\"")
+    on_host(host, faults.edit_hardware(f"h['secure_boot'] = {enabled}"))
     reboot(host)
 
 

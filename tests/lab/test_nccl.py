@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+from k3ops.lab import faults
+
 from ..conftest import REPO_ROOT
 from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command
 
@@ -23,7 +25,7 @@ DIGEST = "sha256:" + "5e" * 32
 ENGINE_CLUSTER = {"recipe": "vllm-h200x8-2node", "cluster": "h200-a", "image_digest": DIGEST}
 GROUPS = {"gpu-03": "h200-b", "gpu-04": "h200-b", "gpu-05": "h200-c", "gpu-06": "h200-c", "gpu-07": "h200-d",
           "gpu-08": "h200-d"}
-HARDWARE = "/etc/k3ops-lab/hardware.json"
+HARDWARE = faults.HARDWARE
 PER_HOST = {"gpu-01": {"engine": ENGINE_CLUSTER}, "gpu-02": {"engine": ENGINE_CLUSTER},
             **{name: {"nccl_group": group} for name, group in GROUPS.items()}}
 
@@ -44,8 +46,7 @@ def nccl_check(inventory: str, *arguments: str) -> tuple[int, dict]:
 
 def edit_hardware(host: str, change: str) -> None:
     """Change the host's hardware document (`h`, in Python), as a fault in the machine itself would."""
-    on_host(host, f"python3 -c \"import json; h=json.load(open('{HARDWARE}')); {change}; "
-                  f"json.dump(h, open('{HARDWARE}', 'w'))\"")
+    on_host(host, faults.edit_hardware(change))
 
 
 def check_with_fault(inventory: str, host: str, fault: str, value, *arguments: str) -> tuple[int, dict]:
