@@ -9,6 +9,10 @@ from fnmatch import fnmatch
 from functools import partial
 from pathlib import Path
 
+# pyinfra's CLI patches the whole process for gevent when first imported, which must happen on the main thread
+# (from a worker thread, the import itself fails): import it with this module, not inside `load`.
+import pyinfra_cli.inventory  # noqa: F401
+
 from .facts.reader import read_fact
 from .spec.connection import ConnectionSpec
 from .ssh_liveness import keep_alive
@@ -17,15 +21,16 @@ DEFAULT_SSH_PORT = 22
 CONNECT_TIMEOUT_SECONDS = 10
 
 
-def load(path: str | Path):
-    """The pyinfra Inventory that `pyinfra PATH ...` would use (group_data included)."""
+def load(path: str | Path, data: dict | None = None):
+    """The pyinfra Inventory that `pyinfra PATH ...` would use (group_data included); `data` overrides every
+    host's, as `pyinfra --data KEY=VALUE` does (a rollout's new driver version)."""
     from pyinfra.api import State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
 
     # pyinfra executes inventory files inside a State context, as its CLI does.
     with ctx_state.use(State()):
-        return make_inventory(str(path), cwd=str(Path.cwd()))
+        return make_inventory(str(path), override_data=data, cwd=str(Path.cwd()))
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,16 @@ class SshTarget:
         return client
 
 
-def targets(path: str | Path) -> list[SshTarget]:
-    return [SshTarget.of(host) for host in load(path)]
+def targets(path: str | Path, limit: list[str] | None = None, data: dict | None = None) -> list[SshTarget]:
+    return [SshTarget.of(host) for host in selected(path, limit, data)]
 
 
-def selected(path: str | Path, limit: list[str] | None) -> list:
+def selected(path: str | Path, limit: list[str] | None, data: dict | None = None) -> list:
     """The inventory's hosts, their data validated before any is touched; `limit`: names or globs, each of which
-    must match a host (a typo is an error, not a silently smaller run)."""
+    must match a host (a typo is an error, not a silently smaller run); `data`: as `load`'s."""
     from .spec import inventory_errors
 
-    inventory = load(path)
+    inventory = load(path, data)
     errors = inventory_errors(inventory)
     if errors:
         raise ValueError("invalid inventory data:\n  " + "\n  ".join(errors))
@@ -97,9 +102,9 @@ def _run_over_testinfra(test_host, command: str) -> tuple[bool, str, str]:
     return result.rc == 0, result.stdout, result.stderr
 
 
-def testinfra_hosts(path: str | Path) -> list:
-    """One testinfra host per inventory host, connected (when first used) by SshTarget.connect, with
-    `get_fact` asking k3ops facts as a deploy would."""
+def testinfra_hosts(path: str | Path, limit: list[str] | None = None, data: dict | None = None) -> list:
+    """One testinfra host per inventory host (`limit`, `data`: as `selected`'s), connected (when first used) by
+    SshTarget.connect, with `get_fact` asking k3ops facts as a deploy would."""
     from functools import cached_property
 
     from testinfra.backend.paramiko import ParamikoBackend
@@ -111,7 +116,7 @@ def testinfra_hosts(path: str | Path) -> list:
             return self.target.connect()
 
     hosts = []
-    for target in targets(path):
+    for target in targets(path, limit, data):
         backend = InventoryBackend(f"{target.user}@{target.address}:{target.port}")
         backend.target = target
         test_host = Host(backend)

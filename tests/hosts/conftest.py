@@ -18,11 +18,24 @@ from k3ops.spec.model import ModelHostSpec
 
 def pytest_addoption(parser):
     parser.addoption("--inventory", help="pyinfra inventory file whose hosts to check")
+    parser.addoption("--limit", action="append", help="check only these hosts (names or globs, like pyinfra's)")
+    parser.addoption("--data", action="append", metavar="KEY=VALUE",
+                     help="override every host's data, as `pyinfra --data` (a rollout's new driver version)")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "applies_to(*vendors): run only on hosts whose gpu_vendor is one of them")
     config.addinivalue_line("markers", "engine_role(role): run only on engine heads (rank 0) or only on workers")
+
+
+def parse_data(pairs: list[str]) -> dict:
+    """`KEY=VALUE` overrides, read as pyinfra's CLI reads them."""
+    from pyinfra_cli.util import parse_cli_arg
+
+    for pair in pairs:
+        if "=" not in pair:
+            raise pytest.UsageError(f"--data {pair!r}: give KEY=VALUE")
+    return {key: parse_cli_arg(value) for key, value in (pair.split("=", 1) for pair in pairs)}
 
 
 def _hosts(config):
@@ -31,7 +44,8 @@ def _hosts(config):
         inventory = config.getoption("--inventory")
         if not inventory:
             raise pytest.UsageError("tests/hosts needs --inventory INVENTORY (e.g. inventory/lab/hosts.py)")
-        hosts = testinfra_hosts(inventory)
+        hosts = testinfra_hosts(inventory, limit=config.getoption("--limit"),
+                                data=parse_data(config.getoption("--data") or []))
         everyone = [(host.inventory_name, host.inventory_data) for host in hosts]
         for host in hosts:
             host.node_rank = node_rank(host.inventory_name, everyone)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import check, doctor, lab, model, nccl, serve, validate
+from . import check, doctor, lab, model, nccl, serve, upgrade, validate
 
-VERBS = (lab, validate, check, nccl, doctor, model, serve)
+VERBS = (lab, validate, check, nccl, doctor, model, serve, upgrade)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -9,11 +9,13 @@ only where allowed), then start the services that need the driver and hand the G
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import DeployError, deploy
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from ..facts.nvidia import NvidiaKernelModule
+from ..onhost.layout import ENGINE_UNIT
 from ..operations import packages
 from ..operations import nvidia as nvidia_operations
 from ..spec import host_spec
@@ -56,6 +58,36 @@ def dcgm_packages(spec: GpuHostSpec) -> list[str]:
     return [f"datacenter-gpu-manager-4-cuda{spec.required_cuda.split('.')[0]}", "datacenter-gpu-manager-4-core"]
 
 
+def refuse_driver_change_while_serving(spec: GpuHostSpec, running: str | None) -> None:
+    """A driver change reboots the host, and a plain deploy reboots every host it runs on at once: on a host
+    whose engine serves, it goes through `k3ops upgrade driver`, which drains a group at a time first."""
+    if running is None or running == spec.nvidia_driver_version or not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
+        return
+    raise DeployError(
+        f"{host.name}: runs NVIDIA driver {running} and serves ({ENGINE_UNIT} is running); this deploy would move it "
+        f"to {spec.nvidia_driver_version} (nvidia_driver_version) and reboot it together with every other host it "
+        f"runs on. Roll a serving fleet a group at a time: `k3ops upgrade driver INVENTORY --to "
+        f"{spec.nvidia_driver_version}`; or, after such a rollout, set nvidia_driver_version = '{running}' in the "
+        "inventory")
+
+
+def staged_packages(spec: GpuHostSpec) -> list[str]:
+    """`name=version` of the driver release and of the fabric packages that move with it."""
+    names = driver_packages(spec) + fabric_packages(spec, wants_fabric_manager(spec))
+    return [f"{name}={package_version(spec)}" for name in names]
+
+
+@deploy("Stage the NVIDIA driver")
+def staged_driver() -> None:
+    """The spec's driver release downloaded, not installed: a rollout stages a whole batch before draining any of
+    it, so a slow or broken mirror is found while every host still serves."""
+    spec = host_spec(host)
+    if spec.gpu_vendor != "nvidia":
+        host.noop("no NVIDIA GPUs on this host")
+        return
+    packages.downloaded(name=f"Stage NVIDIA driver {spec.nvidia_driver_version}", packages=staged_packages(spec))
+
+
 @deploy("NVIDIA GPU host")
 def nvidia() -> None:
     spec = host_spec(host)
@@ -64,6 +96,9 @@ def nvidia() -> None:
     driver_names = driver_packages(spec)
     fabric_manager = wants_fabric_manager(spec)
     pinned = driver_names + fabric_packages(spec, fabric_manager)
+
+    loaded = host.get_fact(NvidiaKernelModule)
+    refuse_driver_change_while_serving(spec, (loaded or {}).get("version"))
 
     repository = signed_repository("cuda", spec.repository("cuda"))
     pin = files.template(
@@ -88,7 +123,6 @@ def nvidia() -> None:
                  commands=["if command -v update-initramfs >/dev/null; then update-initramfs -u; fi"],
                  _if=nouveau.did_change)
 
-    loaded = host.get_fact(NvidiaKernelModule)
     driver_loaded = reboot_if_needed(
         spec, reason=f"load NVIDIA kernel module {spec.nvidia_driver_version}",
         needed=lambda: driver.did_change() or nouveau.did_change()

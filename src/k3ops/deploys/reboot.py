@@ -38,7 +38,8 @@ def reboot_if_needed(spec: GpuHostSpec, reason: str, needed: Callable[[], bool],
                      commands=[StringCommand("echo", QuoteString(f"k3ops: reboot needed to {reason}"), ">&2")],
                      _if=needed)
         return lambda: not needed()
-    rebooted = server.reboot(name=f"Reboot to {reason}", delay=5, reboot_timeout=600, _if=needed)
+    rebooted = server.reboot(name=f"Reboot to {reason}", delay=5, reboot_timeout=spec.reboot_timeout_seconds,
+                             _if=needed)
     rebooted_host = host._get_module()  # the host itself, for the callback that runs after this prepare step
     python.call(name="Keepalives and time limits on the connection after the reboot",
                 function=lambda: watch_connection(rebooted_host), _if=rebooted.did_change)

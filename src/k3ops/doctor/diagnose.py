@@ -58,9 +58,10 @@ def diagnose(host, specs: HostSpecs) -> Diagnosis:
     return diagnosis
 
 
-def run_doctor(inventory_path: str, limit: list[str] | None = None) -> list[Diagnosis]:
-    """Every selected host's diagnosis, all hosts at once; bad inventory data stops it before any connection."""
-    hosts = selected(inventory_path, limit)
+def run_doctor(inventory_path: str, limit: list[str] | None = None, data: dict | None = None) -> list[Diagnosis]:
+    """Every selected host's diagnosis, all hosts at once; bad inventory data stops it before any connection
+    (`data`: overrides every host's, as `pyinfra --data`)."""
+    hosts = selected(inventory_path, limit, data)
     fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory] if hosts else []
     specs = {host.name: HostSpecs.of(host.name, host.data.dict(), fleet) for host in hosts}
     results = on_targets([SshTarget.of(host) for host in hosts], lambda remote: diagnose(remote, specs[remote.name]))

@@ -88,3 +88,28 @@ class AptConfigList(FactBase[list[str]]):
     @override
     def process(self, output):
         return [item["value"] for line in output if (item := re.match(APT_CONFIG_LIST_ITEM_REGEX, line.strip()))]
+
+
+class AptArchives(FactBase[list[str]]):
+    """
+    Returns the packages in apt's download cache as ``name=version``, sorted (what ``apt-get install`` can
+    install without the network; dpkg's file names write an epoch's ``:`` as ``%3a``):
+
+    .. code:: python
+
+        ["nvidia-driver=580.126.09-1", "nvidia-open=580.126.09-1"]
+    """
+
+    command = "ls /var/cache/apt/archives/ 2>/dev/null || true"
+
+    default = list
+
+    @override
+    def process(self, output):
+        staged = []
+        for line in output:
+            name, _, rest = line.strip().partition("_")
+            version, _, architecture = rest.rpartition("_")
+            if name and version and architecture.endswith(".deb"):
+                staged.append(f"{name}={version.replace('%3a', ':')}")
+        return sorted(staged)

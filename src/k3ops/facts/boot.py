@@ -88,3 +88,23 @@ class GrubDefaultCommandLine(FactBase[dict[str, list[str]]]):
                 # The shell keeps the last assignment, and so does grub-mkconfig.
                 variables[assignment["variable"]] = kernel_words(value)
         return variables
+
+
+class BootId(FactBase[str]):
+    """
+    Returns the kernel's random id of the running boot: a new one proves the host rebooted (uptime can
+    mislead, a host that answered SSH again may not have gone down at all):
+
+    .. code:: python
+
+        "9a1c3f0e-4b7d-4c1a-8f53-0e6d2b9c7a11"
+    """
+
+    command = "cat /proc/sys/kernel/random/boot_id"
+
+    @override
+    def process(self, output):
+        value = " ".join(output).strip()
+        if not re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value):
+            raise FactProcessError(f"the boot id reads {value!r}, not a UUID")
+        return value

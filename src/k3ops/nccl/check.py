@@ -87,10 +87,11 @@ class Check:
         return reasons
 
 
-def select_hosts(inventory_path: str, limit: list[str] | None) -> list[CheckedHost]:
-    """The inventory's GPU hosts (`limit`: names or globs), validated before any host is touched."""
+def select_hosts(inventory_path: str, limit: list[str] | None, data: dict | None = None) -> list[CheckedHost]:
+    """The inventory's GPU hosts (`limit`: names or globs; `data`: overrides, as `pyinfra --data`), validated
+    before any host is touched."""
     chosen = []
-    for host in selected(inventory_path, limit):
+    for host in selected(inventory_path, limit, data):
         data = host.data.dict()
         spec = GpuHostSpec.model_validate(data)
         if spec.gpu_vendor is None:
@@ -109,8 +110,8 @@ def in_parallel(action, items: list) -> list:
         return list(pool.map(action, items))
 
 
-def run_check(inventory_path: str, limit: list[str] | None = None) -> Check:
-    hosts = select_hosts(inventory_path, limit)
+def run_check(inventory_path: str, limit: list[str] | None = None, data: dict | None = None) -> Check:
+    hosts = select_hosts(inventory_path, limit, data)
     check = Check({host.name: host for host in hosts})
     try:
         in_parallel(connect_and_precheck, hosts)

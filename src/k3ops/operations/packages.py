@@ -1,12 +1,13 @@
-"""Package operations pyinfra's apt lacks: holds, and a refresh that cannot hang a deploy."""
+"""Package operations pyinfra's apt lacks: holds, a refresh that cannot hang a deploy, and staging."""
 
 from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
-from k3ops.facts.apt import AptHeldPackages
+from k3ops.facts.apt import AptArchives, AptHeldPackages
 
 UPDATE_ATTEMPTS = 3
 UPDATE_ATTEMPT_SECONDS = 300
@@ -59,3 +60,34 @@ def update(cache_time: int | None = None):
     bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
     for command in apt.update._inner(cache_time=cache_time):
         yield " || ".join([bounded] * UPDATE_ATTEMPTS) if command == "apt-get update" else command
+
+
+@operation()
+def downloaded(packages: list[str]):
+    """
+    Download packages at exact versions into apt's cache without installing them, so that a later install
+    needs no mirror: a rollout stages a whole batch before it drains any host of it.
+
+    + packages: ``name=version`` of each package
+
+    **Example:**
+
+    .. code:: python
+
+        packages.downloaded(
+            name="Stage NVIDIA driver 580.126.09",
+            packages=["nvidia-driver=580.126.09-1", "nvidia-kernel-open-dkms=580.126.09-1"],
+        )
+    """
+
+    ready = set(host.get_fact(AptArchives))
+    installed = host.get_fact(DebPackages)
+    missing = [wanted for wanted in packages if wanted not in ready
+               and wanted.partition("=")[2] not in installed.get(wanted.partition("=")[0], [])]
+    if not missing:
+        host.noop(f"{', '.join(packages)} already staged or installed")
+        return
+    yield from update._inner()  # the lists may predate the release
+    yield StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "--download-only", "-y",
+                        "--no-install-recommends", "--allow-downgrades", "--allow-change-held-packages",
+                        *(QuoteString(wanted) for wanted in missing))

@@ -20,8 +20,9 @@ from .engine import EngineHostSpec, cluster_errors, controller_errors
 from .fabric import FabricCheckSpec
 from .host import GpuHostSpec
 from .model import ModelHostSpec
+from .upgrade import UpgradeSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, DoctorSpec, ConnectionSpec)
+SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, DoctorSpec, UpgradeSpec, ConnectionSpec)
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 

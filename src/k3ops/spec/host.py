@@ -121,6 +121,9 @@ class GpuHostSpec(BaseModel):
         "distribution", description="Docker from Debian (docker.io) or from Docker's repository (docker-ce)")
     reboot_policy: Literal["allowed", "never"] = Field(
         "allowed", description="allowed: reboot when a new kernel module or kernel argument needs it")
+    reboot_timeout_seconds: int = Field(
+        1800, ge=60, le=4 * 3600, description="how long a rebooting host may take to answer again (bare-metal "
+                                              "HGX firmware and memory training take 10 minutes and more)")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
                               description="system user that runs the engines and reaches the GPUs")
     repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca"], Repository] = Field(

@@ -1,0 +1,103 @@
+"""`k3ops upgrade driver|status|resume|abort`: a rolling, resumable driver upgrade of a serving fleet."""
+
+from __future__ import annotations
+
+import json
+
+from .output import add_json_flag, table
+
+STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
+
+
+def register(verbs) -> None:
+    upgrade = verbs.add_parser("upgrade", help="move a serving fleet to another driver, an engine group at a time")
+    commands = upgrade.add_subparsers(dest="upgrade_command", required=True)
+    driver = commands.add_parser("driver", help="plan and run a rolling NVIDIA driver upgrade (or rollback)")
+    driver.add_argument("inventory")
+    driver.add_argument("--to", required=True, metavar="VERSION", help="the exact driver release, like 580.126.09")
+    driver.add_argument("--canary", type=int, default=1, metavar="N",
+                        help="groups upgraded (and soaked) first, alone (default 1)")
+    driver.add_argument("--max-unavailable", default="1", metavar="N|P%",
+                        help="hosts out of service at once, counting hosts already out (default 1)")
+    driver.add_argument("--max-failures", type=int, default=0, metavar="N",
+                        help="failed groups tolerated before the rollout halts (default 0: the first halts it)")
+    driver.add_argument("--limit", help="comma-separated host names or globs (whole engine groups)")
+    driver.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
+    driver.set_defaults(handler=start)
+    status = commands.add_parser("status", help="the recorded rollout: each group's state")
+    status.add_argument("inventory", nargs="?")
+    add_json_flag(status)
+    status.set_defaults(handler=show_status)
+    for name, handler, help_text in (("resume", resume, "go on with the unfinished rollout (after a dead controller "
+                                                        "or a halt); failed groups are retried"),
+                                     ("abort", abort, "stop the rollout at its next step; hosts out of service stay out")):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("inventory", nargs="?", help="the rollout's inventory (default: the only unfinished one)")
+        command.set_defaults(handler=handler)
+
+
+def start(args) -> int:
+    from ..upgrade.rollout import new_rollout, planned, run_rollout
+
+    rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures,
+                          args.limit.split(",") if args.limit else None)
+    print(plan_text(rollout, planned(rollout)))
+    if args.dry_run:
+        return 0
+    rollout.save()
+    return run_rollout(rollout)
+
+
+def plan_text(rollout, batches: list[list[dict]]) -> str:
+    record = rollout.record
+    lines = [f"rollout of {record['inventory']} to NVIDIA driver {record['to']}: {len(rollout.groups)} engine groups, "
+             f"at most {record['budget']} hosts out of service at once (--max-unavailable {record['max_unavailable']}"
+             f", counting hosts already out), halting after {record['max_failures'] + 1} failed groups"]
+    for number, batch in enumerate(batches, 1):
+        kind = "canary, then a soak" if any(group["canary"] for group in batch) else "batch"
+        lines.append(f"  {number}. {kind}: " + "; ".join(f"{group['name']} ({', '.join(group['hosts'])})"
+                                                      for group in batch))
+    lines += [f"  not in the rollout: {skipped}" for skipped in record["skipped"]]
+    return "\n".join(lines)
+
+
+def show_status(args) -> int:
+    from ..upgrade.record import Rollout, record_path, unfinished
+
+    rollout = Rollout.load(record_path(args.inventory)) if args.inventory and record_path(args.inventory).exists() \
+        else unfinished(args.inventory)
+    if args.json:
+        print(json.dumps(rollout.record, indent=1))
+        return 0
+    record = rollout.record
+    print(f"rollout of {record['inventory']} to {record['to']}: {record['status']}"
+          + (f" ({record['why']})" if record.get("why") else ""))
+    rows = [(group["name"], ",".join(group["hosts"]),
+             group["state"] + (f" (rolled back from {group['rolled_back_from']})" if "rolled_back_from" in group else ""),
+             group.get("since", "-"), group.get("detail", "")) for group in rollout.groups]
+    print(table(STATUS_HEADER, rows))
+    return 0
+
+
+def resume(args) -> int:
+    from ..upgrade.record import unfinished
+    from ..upgrade.rollout import run_rollout
+
+    return run_rollout(unfinished(args.inventory), retry_failed=True)
+
+
+def abort(args) -> int:
+    from ..upgrade.record import OUT_OF_SERVICE, RUNNING, Rollout, unfinished
+    from ..upgrade.rollout import request_abort
+
+    rollout = unfinished(args.inventory)
+    request_abort(rollout)
+    rollout = Rollout.load(rollout.path)
+    if rollout.status == RUNNING:
+        print("the rollout's controller stops at its next step (`k3ops upgrade status` shows when)")
+    out = [f"{group['name']} ({', '.join(group['hosts'])}): {group['state']}" for group in rollout.groups
+           if group["state"] in OUT_OF_SERVICE]
+    print(f"rollout of {rollout.record['inventory']} aborted"
+          + ("; out of service and marked, until a person returns them (`k3ops upgrade driver INVENTORY --to "
+             f"VERSION --limit HOSTS` moves them on or back): {'; '.join(out)}" if out else ""))
+    return 0

@@ -1,0 +1,66 @@
+"""How a rolling driver upgrade takes a host out of service and brings it back (`k3ops upgrade`).
+
+The site's load balancer is reached by commands of its own, run on the controller: a list of words (no shell)
+in which `{host}` and `{address}` stand for the inventory name and the address peers reach the host on.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .forms import plain
+
+PLACEHOLDERS = ("{host}", "{address}")
+BRACED = re.compile(r"\{[^}]*\}")
+
+
+def command_words(words: list[str] | None) -> list[str] | None:
+    """A command as words: one line each, and no `{...}` but the placeholders (a typo would reach the balancer)."""
+    if words is None:
+        return None
+    if not words or not words[0]:
+        raise ValueError("give the command as a list of words, the program first (e.g. ['lbctl', 'drain', '{host}'])")
+    for word in words:
+        plain(word)
+        unknown = [found for found in BRACED.findall(word) if found not in PLACEHOLDERS]
+        if unknown:
+            raise ValueError(f"{word!r}: {unknown[0]} is not a placeholder; use {' or '.join(PLACEHOLDERS)}")
+    return words
+
+
+class UpgradeSpec(BaseModel):
+    """A rollout's drain, soak and failure handling, per host (group data usually)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    upgrade_lb_deregister_command: list[str] | None = Field(
+        None, description="controller command (words; {host}, {address}) that stops the site's load balancer "
+                          "sending the host new requests; unset: no balancer, the engine stop is the drain")
+    upgrade_lb_register_command: list[str] | None = Field(
+        None, description="controller command (words; {host}, {address}) that puts the host back behind the "
+                          "load balancer once it has passed validation")
+    upgrade_lb_settle_seconds: float = Field(
+        15, ge=0, le=600, description="wait after deregistering, for the balancer to stop sending before the drain")
+    upgrade_drain_timeout_seconds: int = Field(
+        600, ge=0, le=6 * 3600, description="how long the drain waits for running requests to reach zero "
+                                             "(the engine's metrics) before stopping the engine anyway")
+    upgrade_soak_seconds: int = Field(
+        300, ge=0, le=24 * 3600, description="after rejoining, how long a group must keep serving, checked, "
+                                             "before the rollout counts it done (and moves past the canary)")
+    upgrade_rollback_failed_canary: bool = Field(
+        False, description="a canary group that fails validation is moved back to the driver it ran and, if "
+                           "that validates, returned to service")
+
+    @field_validator("upgrade_lb_deregister_command", "upgrade_lb_register_command")
+    @classmethod
+    def _words(cls, value: list[str] | None) -> list[str] | None:
+        return command_words(value)
+
+    def lb_command(self, which: str, host: str, address: str) -> list[str] | None:
+        """The deregister or register command for one host, placeholders filled in (each stays one word)."""
+        words = self.upgrade_lb_deregister_command if which == "deregister" else self.upgrade_lb_register_command
+        if words is None:
+            return None
+        return [word.replace("{host}", host).replace("{address}", address) for word in words]

@@ -1,0 +1,276 @@
+"""A rolling driver upgrade: planned and refused before any host is touched, then batch after batch, each
+group through drain, upgrade, reboot, validation and soak, recorded at every step so that it resumes.
+
+A failed group keeps its slot (its hosts stay out of service, marked failed) and counts against the failure
+budget; past it, the rollout halts. `resume` retries failed groups from the step they failed at.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..deploys.nvidia import package_version
+from ..deploys.reboot import is_controller
+from ..facts.engine import EngineState
+from ..facts.maintenance import MaintenanceMarker
+from ..inventory import SshTarget, selected
+from ..remote import on_targets
+from ..spec.engine import EngineHostSpec, node_rank
+from ..spec.host import DRIVER_VERSION, GpuHostSpec
+from . import plan, steps
+from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
+                     exclusive, record_path)
+from .versions import published_versions
+
+DRIVER_PACKAGE = "nvidia-driver"
+
+
+def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_failures: int,
+                limit: list[str] | None, check_repository: bool = True) -> Rollout:
+    """The rollout's record, every argument and host checked first: nothing is connected to here."""
+    if not DRIVER_VERSION.fullmatch(to):
+        raise ValueError(f"--to: {to!r} is not an exact driver version like '580.126.09'")
+    if max_failures < 0:
+        raise ValueError("--max-failures: give 0 (halt at the first failure) or more")
+    over = {"nvidia_driver_version": to}
+    chosen = selected(inventory, limit, over)  # every host's data, at the new version, validated
+    fleet = [(host.name, host.data.dict()) for host in chosen[0].inventory] if chosen else []
+    nvidia = [host for host in chosen if GpuHostSpec.model_validate(host.data.dict()).gpu_vendor == "nvidia"]
+    skipped = [f"{host.name}: no NVIDIA GPUs" for host in chosen if host not in nvidia]
+    if not nvidia:
+        raise ValueError(f"no NVIDIA GPU host of {inventory} is selected: nothing to upgrade")
+    refusals = [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
+                for host in nvidia if is_controller(host)]
+    refusals += [f"{host.name}: reboot_policy is 'never', and a new driver needs a reboot"
+                 for host in nvidia if GpuHostSpec.model_validate(host.data.dict()).reboot_policy != "allowed"]
+    names = {host.name for host in nvidia}
+    groups = plan.engine_groups([(name, data) for name, data in fleet if name in names
+                                 or EngineHostSpec.model_validate(data).engine is not None])
+    refusals += [f"engine group {group.name}: --limit selects {', '.join(h for h in group.hosts if h in names)} but "
+                 f"not {', '.join(h for h in group.hosts if h not in names)}; a multi-node engine moves whole"
+                 for group in groups if names & set(group.hosts) and not set(group.hosts) <= names]
+    groups = [group for group in groups if set(group.hosts) <= names]
+    allowed = plan.budget(max_unavailable, len(nvidia))
+    refusals += plan.oversized(groups, allowed)
+    if not 0 <= canary <= len(groups):
+        refusals.append(f"--canary: {canary} groups, but the rollout has {len(groups)}")
+    if check_repository:
+        refusals += unpublished(nvidia, to)
+    if refusals:
+        raise ValueError("refused before touching any host:\n  " + "\n  ".join(refusals))
+    path = record_path(inventory)
+    if path.exists() and Rollout.load(path).status in UNFINISHED:
+        found = Rollout.load(path)
+        raise ValueError(f"a rollout of {inventory} to {found.record['to']} is {found.status} ({path}): "
+                         "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
+    record = {"inventory": str(Path(inventory).resolve()), "to": to, "canary": canary,
+              "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
+              "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
+              "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
+                          "state": "pending", "to": to, "detail": "", "failures": 0}
+                         for index, group in enumerate(groups)]}
+    return Rollout(path, record)
+
+
+def unpublished(hosts: list, to: str) -> list[str]:
+    """Hosts whose CUDA repository does not list the driver release (read once per repository)."""
+    problems, listed = [], {}
+    for host in hosts:
+        spec = GpuHostSpec.model_validate(host.data.dict())
+        repository = spec.repository("cuda")
+        if repository.url not in listed:
+            try:
+                listed[repository.url] = published_versions(repository, DRIVER_PACKAGE)
+            except ValueError as error:
+                listed[repository.url] = error
+        found = listed[repository.url]
+        if isinstance(found, ValueError):
+            problems.append(f"{host.name}: --to {to}: {found}")
+        elif package_version(spec) not in found:
+            branch = sorted(version for version in found if version.startswith(to.split(".")[0] + "."))
+            problems.append(f"{host.name}: --to {to}: {repository.url} has no {DRIVER_PACKAGE} {package_version(spec)}"
+                            f" (its {to.split('.')[0]} releases: {', '.join(branch) or 'none'})")
+    return problems
+
+
+def planned(rollout: Rollout) -> list[list[dict]]:
+    """The batches when no host is out of service, as the record's groups."""
+    groups = [plan.Group(group["name"], tuple(group["hosts"])) for group in rollout.groups]
+    return [[rollout.group(group.name) for group in batch]
+            for batch in plan.batches(groups, rollout.record["canary"], rollout.record["budget"])]
+
+
+def failures(rollout: Rollout) -> int:
+    return sum(1 for group in rollout.groups if group["failures"])
+
+
+def out_of_service(run: steps.Run) -> dict[str, str]:
+    """Every host of the rollout that does not serve now, and why: unreachable, marked, or its engine not ready.
+    Read before each batch, so hosts that were down before the rollout count against the budget too."""
+    hosts = selected(run.inventory, [host for group in run.rollout.groups for host in group["hosts"]])
+    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
+
+    def why(remote) -> str | None:
+        marker = remote.get_fact(MaintenanceMarker)
+        if marker is not None:
+            return f"under maintenance: {marker.get('reason', '?')} (by {marker.get('by', '?')})"
+        data = remote.data
+        if steps.engine_of(data) is None or node_rank(remote.name, fleet) > 0:
+            return None
+        state = remote.get_fact(EngineState, **steps.state_urls(data))
+        return None if state["ready"] else f"engine not ready: {state['detail']}"
+
+    results = on_targets([SshTarget.of(host) for host in hosts], why)
+    return {result.host: result.error or result.value for result in results if result.error or result.value}
+
+
+def hold_hand_drained(run: steps.Run) -> None:
+    """Pending groups with a host a person took out of service are held: left exactly as they are."""
+    pending = [group for group in run.rollout.groups if group["state"] == "pending"]
+    if not pending:
+        return
+    hosts = selected(run.inventory, [host for group in pending for host in group["hosts"]])
+    markers = {result.host: result.value for result in
+               on_targets([SshTarget.of(host) for host in hosts], lambda remote: remote.get_fact(MaintenanceMarker))}
+    for group in pending:
+        foreign = [f"{host}: {markers[host].get('reason', '?')} (by {markers[host].get('by', '?')})"
+                   for host in group["hosts"] if markers.get(host) and markers[host].get("by") != MARKER_BY]
+        if foreign:
+            run.move(group, HELD, "taken out of service by hand, never re-admitted: " + "; ".join(foreign))
+            if group["canary"]:  # the next group in line is the canary instead
+                group["canary"] = False
+                successor = next((other for other in pending if other["state"] == "pending" and not other["canary"]),
+                                 None)
+                if successor is not None:
+                    successor["canary"] = True
+    run.save()
+
+
+def advance(run: steps.Run, group: dict) -> None:
+    """Take one group through its states from where it is, until done or failed."""
+    while group["state"] in steps.STEPS:
+        if run.rollout.abort_flag.exists():
+            return
+        step, following = steps.STEPS[group["state"]]
+        try:
+            detail = step(run, group)
+        except Exception as error:  # noqa: BLE001  (anything a step meets fails the group, never the rollout)
+            fail(run, group, f"{type(error).__name__}: {error}" if not isinstance(error, steps.StepFailed)
+                 else str(error))
+            if not roll_back(run, group):
+                return
+            continue
+        run.move(group, following, detail)
+
+
+def fail(run: steps.Run, group: dict, detail: str) -> None:
+    group["failed_at"], group["failures"] = group["state"], group["failures"] + 1
+    problems = steps.take_out(run, group) if group["state"] != "pending" else []
+    run.move(group, FAILED, detail + "".join(f"; and: {problem}" for problem in problems))
+
+
+def roll_back(run: steps.Run, group: dict) -> bool:
+    """A failed canary goes back to the driver it ran, when data says so; the rollout halts either way."""
+    from ..spec.upgrade import UpgradeSpec
+
+    old = set((group.get("from") or {}).values())
+    hosts = selected(run.inventory, group["hosts"])
+    wanted = all(UpgradeSpec.model_validate(host.data.dict()).upgrade_rollback_failed_canary for host in hosts)
+    if not (group["canary"] and wanted and len(old) == 1 and old != {group["to"]} and "rolled_back_from" not in group):
+        return False
+    group["rolled_back_from"], group["to"] = group["to"], old.pop()
+    group.pop("before", None)
+    run.move(group, "stopped", f"rolling back to {group['to']} (upgrade_rollback_failed_canary)")
+    return True
+
+
+def stage_batch(run: steps.Run, batch: list[dict]) -> list[dict]:
+    """Stage the new driver on every group of the batch before any is drained; a group that cannot stage fails
+    while it still serves. Returns the groups ready to drain."""
+    def staged(group: dict) -> dict | None:
+        try:
+            steps.stage(run, group)
+            return group
+        except steps.StepFailed as error:
+            fail(run, group, f"staging failed (still serving, untouched): {error}")
+            return None
+
+    with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+        return [group for group in pool.map(staged, batch) if group is not None]
+
+
+def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
+    """Work on the rollout until it is done, halted or aborted; 0 only when every group is done."""
+    # The inventory's data is checked again before any host is touched (it may have changed since the start).
+    selected(rollout.record["inventory"], [host for group in rollout.groups for host in group["hosts"]])
+    with exclusive(rollout.path):
+        rollout.abort_flag.unlink(missing_ok=True)
+        if retry_failed:
+            for group in rollout.groups:
+                if group["state"] == FAILED:
+                    rollout.move(group, group.get("failed_at", "pending"), "retried by `k3ops upgrade resume`")
+                    group["failures"] = 0
+        rollout.record["status"] = RUNNING
+        rollout.save()
+        run = steps.Run(rollout, rollout.path.with_suffix(".log"))
+        run.say(f"rollout of {rollout.record['inventory']} to {rollout.record['to']} (log: {run.log})")
+        while True:
+            if rollout.abort_flag.exists():
+                return finish(run, ABORTED, "aborted by `k3ops upgrade abort`")
+            batch = [group for group in rollout.groups if group["state"] in IN_FLIGHT]
+            if not batch:
+                canaries = [group for group in rollout.groups if group["canary"]]
+                if any(group["failures"] for group in canaries):
+                    return finish(run, HALTED, "a canary group failed: "
+                                  + ", ".join(group["name"] for group in canaries if group["failures"]))
+                if failures(rollout) > rollout.record["max_failures"]:
+                    return finish(run, HALTED, f"{failures(rollout)} groups failed, more than --max-failures "
+                                               f"{rollout.record['max_failures']}")
+                hold_hand_drained(run)
+                pending = [group for group in rollout.groups if group["state"] == "pending"]
+                if not pending:
+                    held = [group["name"] for group in rollout.groups if group["state"] == HELD]
+                    return finish(run, DONE, "every group is done" if not held else
+                                  f"every group is done but {', '.join(held)}, held by hand (not upgraded)")
+                queue = [group for group in pending if group["canary"]] or pending
+                down = out_of_service(run)
+                room = rollout.record["budget"] - len(down)
+                chosen = plan.next_batch([plan.Group(g["name"], tuple(g["hosts"])) for g in queue], room)
+                if not chosen:
+                    return finish(run, HALTED, f"{len(down)} hosts are out of service "
+                                               f"({'; '.join(f'{h}: {w}' for h, w in down.items())}): no room under "
+                                               f"--max-unavailable {rollout.record['max_unavailable']}; resume when "
+                                               "they are back")
+                batch = stage_batch(run, [rollout.group(group.name) for group in chosen])
+                for group in batch:
+                    run.move(group, "draining")
+            with ThreadPoolExecutor(max_workers=max(len(batch), 1)) as pool:
+                list(pool.map(lambda group: advance(run, group), batch))
+
+
+def finish(run: steps.Run, status: str, why: str) -> int:
+    run.rollout.record.update(status=status, ended=now(), why=why)
+    run.save()
+    run.say(f"rollout {status}: {why}")
+    if status == DONE:
+        run.say(f"every upgraded host runs {run.rollout.record['to']}: set nvidia_driver_version = "
+                f"'{run.rollout.record['to']}' in the inventory's data (a deploy of the old value is refused on "
+                "serving hosts)")
+    return 0 if status == DONE and all(group["state"] == "done" for group in run.rollout.groups) else 1
+
+
+def request_abort(rollout: Rollout) -> None:
+    """Stop the rollout at the next step: a running controller sees the flag between steps; a dead one's
+    record is ended here. Groups keep their state: hosts out of service stay out, marked."""
+    rollout.abort_flag.touch()
+    try:
+        with exclusive(rollout.path):
+            rollout.record.update(status=ABORTED, ended=now(), why="aborted by `k3ops upgrade abort`")
+            rollout.save()
+            rollout.abort_flag.unlink(missing_ok=True)
+    except RuntimeError:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Rollout.load(rollout.path).status == RUNNING:
+            time.sleep(0.5)  # the running controller ends it at its next step

@@ -1,0 +1,383 @@
+"""What each state of a group's upgrade does to its hosts. Every step can run again (a resumed rollout reruns
+the step it was in): each reads the hosts' state first and does only what is left.
+
+The hosts are reached as the status commands reach them (k3ops.remote), with the group's driver version laid
+over the inventory's data (`pyinfra --data`), so the deploy, the host checks, the fabric check and the doctor
+all judge the host against the version it is moving to.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from threading import Lock
+
+from ..doctor.checks import HostSpecs
+from ..doctor.diagnose import diagnose
+from ..engines.units import engine_urls
+from ..facts.boot import BootId
+from ..facts.engine import EngineMetrics, EngineState
+from ..facts.maintenance import MaintenanceMarker
+from ..facts.nvidia import NvidiaKernelModule
+from ..inventory import SshTarget, selected
+from ..nccl.check import run_check
+from ..onhost import layout
+from ..remote import on_targets
+from ..spec.doctor import DoctorSpec
+from ..spec.engine import EngineHostSpec, node_rank
+from ..spec.host import GpuHostSpec
+from ..spec.model import ModelHostSpec
+from ..spec.upgrade import UpgradeSpec
+from .record import MARKER_BY, Rollout, now
+
+GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
+STAGE_DEPLOY = "k3ops.deploys.nvidia.staged_driver"
+HOST_CHECKS_MODULE = "test_nvidia.py"  # the driver's host checks
+# Stopped for the driver to change: everything that holds the GPUs open (a loaded module cannot be replaced).
+GPU_SERVICES = ("nvidia-dcgm.service", "nvidia-persistenced.service", "nvidia-fabricmanager.service")
+DEPLOY_TIMEOUT_SECONDS = 3 * 3600
+LB_COMMAND_TIMEOUT_SECONDS = 120
+POLL_SECONDS = 5
+OUTPUT_LINES = 15
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Run:
+    """One controller's work on a rollout: the record, where tool output goes, and what it prints."""
+
+    rollout: Rollout
+    log: Path
+    lock: Lock = field(default_factory=Lock)
+
+    @property
+    def inventory(self) -> str:
+        return self.rollout.record["inventory"]
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            print(line, flush=True)
+
+    def move(self, group: dict, state: str, detail: str = "") -> None:
+        with self.lock:
+            self.rollout.move(group, state, detail)
+        self.say(f"{group['name']}: {state}{': ' + detail if detail else ''}")
+
+    def save(self) -> None:
+        with self.lock:
+            self.rollout.save()
+
+
+def version_data(group: dict) -> dict:
+    """The data laid over the inventory's for this group: the driver it moves to."""
+    return {"nvidia_driver_version": group["to"]}
+
+
+def group_hosts(run: Run, group: dict) -> list:
+    """The group's pyinfra hosts, with the group's version over their data (validated, as any command's)."""
+    return selected(run.inventory, list(group["hosts"]), version_data(group))
+
+
+def on_group(run: Run, group: dict, action) -> dict:
+    """`action(remote, data)` on every host of the group at once; any host that fails it fails the step."""
+    chosen = group_hosts(run, group)
+    hosts = {host.name: host.data.dict() for host in chosen}
+    results = on_targets([SshTarget.of(host) for host in chosen], lambda remote: action(remote, hosts[remote.name]))
+    failures = [f"{result.host}: {result.error}" for result in results if result.error is not None]
+    if failures:
+        raise StepFailed("; ".join(failures))
+    return {result.host: result.value for result in results}
+
+
+def heads(run: Run, group: dict) -> list[str]:
+    """The hosts of the group that serve HTTP (rank 0)."""
+    hosts = group_hosts(run, group)
+    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
+    return [host.name for host in hosts if node_rank(host.name, fleet) == 0]
+
+
+def engine_of(data: dict):
+    return EngineHostSpec.model_validate(data).engine
+
+
+def write_marker(remote, group: dict, state: str) -> None:
+    """The host's maintenance marker (the doctor reports MAINTENANCE while it is there), replaced by rename."""
+    marker = json.dumps({"reason": f"driver upgrade to {group['to']}", "since": group.get("marked") or now(),
+                         "by": MARKER_BY, "state": state, "group": group["name"]})
+    remote.check_output(f"mkdir -p {shlex.quote(str(Path(layout.MAINTENANCE_MARKER).parent))} && "
+                        f"printf '%s\\n' {shlex.quote(marker)} > {layout.MAINTENANCE_MARKER}.partial && "
+                        f"mv {layout.MAINTENANCE_MARKER}.partial {layout.MAINTENANCE_MARKER}")
+
+
+def mark(run: Run, group: dict, state: str) -> None:
+    group.setdefault("marked", now())
+    on_group(run, group, lambda remote, data: write_marker(remote, group, state))
+
+
+def foreign_markers(run: Run, group: dict) -> list[str]:
+    """Hosts a person took out of service (a maintenance marker not written by a rollout): never re-admitted."""
+    markers = on_group(run, group, lambda remote, data: remote.get_fact(MaintenanceMarker))
+    return [f"{host}: {marker.get('reason', '?')} (by {marker.get('by', '?')})" for host, marker in markers.items()
+            if marker is not None and marker.get("by") != MARKER_BY]
+
+
+def balancer(run: Run, group: dict, which: str) -> None:
+    """Run the site's load balancer command for each host of the group, on the controller (no shell)."""
+    for host in group_hosts(run, group):
+        data = host.data.dict()
+        words = UpgradeSpec.model_validate(data).lb_command(
+            which, host.name, ModelHostSpec.model_validate(data).address_for_peers(host.name))
+        if words is None:
+            continue
+        try:
+            done = subprocess.run(words, capture_output=True, text=True, timeout=LB_COMMAND_TIMEOUT_SECONDS)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise StepFailed(f"{host.name}: the load balancer's {which} command {words[0]}: {error}") from None
+        if done.returncode != 0:
+            raise StepFailed(f"{host.name}: the load balancer's {which} command {words[0]} exited "
+                             f"{done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
+
+
+def pyinfra(run: Run, group: dict, function: str) -> None:
+    """A packaged deploy on the group's hosts at the group's version, as `pyinfra -y INVENTORY FUNCTION` would
+    run it; its output goes to the rollout's log."""
+    command = [sys.executable, "-m", "pyinfra", "-y", run.inventory, function,
+               "--data", f"nvidia_driver_version={json.dumps(group['to'])}"]
+    for host in group["hosts"]:
+        command += ["--limit", host]
+    with open(run.log, "a") as log:
+        log.write(f"\n==> {now()} {group['name']}: {shlex.join(command)}\n")
+        log.flush()
+        try:
+            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=DEPLOY_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise StepFailed(f"{function} did not end within {DEPLOY_TIMEOUT_SECONDS} s (log: {run.log})") from None
+        log.write(done.stdout)
+    if done.returncode != 0:
+        tail = [ANSI.sub("", line) for line in done.stdout.splitlines() if line.strip()][-OUTPUT_LINES:]
+        raise StepFailed(f"{function} exited {done.returncode} (log: {run.log}): " + " | ".join(tail))
+
+
+def stage(run: Run, group: dict) -> None:
+    """Download the new driver's packages on the group's hosts while they still serve."""
+    pyinfra(run, group, STAGE_DEPLOY)
+
+
+def drain(run: Run, group: dict) -> str:
+    """Mark the hosts, stop the balancer sending them requests, and wait for running requests to end."""
+    mark(run, group, "draining")
+    balancer(run, group, "deregister")
+    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in group_hosts(run, group)]
+    time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
+    deadline = time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings)
+    serving = set(heads(run, group))
+    while True:
+        running = on_group(run, group, lambda remote, data: requests_running(remote, data)
+                           if remote.name in serving else 0)
+        busy = {host: count for host, count in running.items() if count}
+        if not busy:
+            return "no request running"
+        if time.monotonic() > deadline:
+            return f"drain timed out with requests still running ({busy}); the engine's own stop drains the rest"
+        time.sleep(POLL_SECONDS)
+
+
+def requests_running(remote, data: dict) -> float:
+    engine = engine_of(data)
+    if engine is None or not remote.get_fact(EngineState, **state_urls(data))["ready"]:
+        return 0
+    return remote.get_fact(EngineMetrics, metrics_url=engine_urls(engine)["metrics_url"])["requests_running"] or 0
+
+
+def state_urls(data: dict) -> dict:
+    urls = engine_urls(engine_of(data))
+    return {"health_url": urls["health_url"], "models_url": urls["models_url"],
+            "served_name": ModelHostSpec.model_validate(data).model.name}
+
+
+def units_present(units: tuple[str, ...]) -> str:
+    """A shell loop over the units that exist on the host (a host without fabric manager has no such unit)."""
+    return f"for unit in {' '.join(units)}; do systemctl cat \"$unit\" >/dev/null 2>&1 || continue; "
+
+
+def stop(run: Run, group: dict) -> str:
+    """Stop the engine (kept from starting at boot until the group validates) and what holds the GPUs; the
+    driver each host runs is recorded, for a rollback."""
+    def stop_host(remote, data):
+        write_marker(remote, group, "stopped")
+        remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
+        remote.check_output(units_present(GPU_SERVICES) + "systemctl stop \"$unit\"; done")
+        return (remote.get_fact(NvidiaKernelModule) or {}).get("version")
+
+    loaded = on_group(run, group, stop_host)
+    group.setdefault("from", {}).update({host: version for host, version in loaded.items()
+                                         if host not in group["from"] and version})
+    return "engine and GPU services stopped; drivers were " + ", ".join(
+        f"{host} {version}" for host, version in group["from"].items())
+
+
+def upgrade(run: Run, group: dict) -> str:
+    """The GPU host deploy at the new version: pin, packages, hold and fabric manager together, and its reboot."""
+    if "before" not in group:  # each host's boot and module before the deploy: the proof of its reboot
+        group["before"] = on_group(run, group, boot_and_module)
+        run.save()
+
+    def prepare(remote, data):
+        write_marker(remote, group, "upgrading")
+        remote.check_output("dpkg --configure -a")  # an install cut short (a controller killed mid-deploy)
+
+    on_group(run, group, prepare)
+    pyinfra(run, group, GPU_HOST_DEPLOY)
+    return f"the GPU host deploy ran at {group['to']}"
+
+
+def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
+    return remote.get_fact(BootId), (remote.get_fact(NvidiaKernelModule) or {}).get("version")
+
+
+def rebooted(run: Run, group: dict) -> str:
+    """Wait (up to each host's reboot_timeout_seconds) for each host to answer on a new boot with the new module;
+    a host that had the version already needs no new boot."""
+    hosts = {host.name: host.data.dict() for host in group_hosts(run, group)}
+    deadline = time.monotonic() + max(GpuHostSpec.model_validate(data).reboot_timeout_seconds
+                                      for data in hosts.values())
+    while True:
+        try:
+            answers = on_group(run, group, boot_and_module)
+            waiting = [f"{host}: runs module {module}, not {group['to']}" if module != group["to"] else
+                       f"{host}: still on the boot before the upgrade"
+                       for host, (boot, module) in answers.items()
+                       if module != group["to"] or (boot == group["before"][host][0]
+                                                    and group["before"][host][1] != group["to"])]
+        except StepFailed as error:  # not answering yet: rebooting
+            waiting = [str(error)]
+        if not waiting:
+            return f"new boot on driver {group['to']}"
+        if time.monotonic() > deadline:
+            raise StepFailed("; ".join(waiting))
+        time.sleep(POLL_SECONDS)
+
+
+def validate(run: Run, group: dict) -> str:
+    """The driver's host checks, the fabric check on the group alone, the engine ready and answering, and the
+    doctor clean; then back behind the load balancer."""
+    from ..cli.check import host_checks_command
+
+    on_group(run, group, lambda remote, data: write_marker(remote, group, "validating"))
+    limits = [word for host in group["hosts"] for word in ("--limit", host)]
+    checks = subprocess.run(host_checks_command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
+                                                f"nvidia_driver_version={json.dumps(group['to'])}",
+                                                module=HOST_CHECKS_MODULE),
+                            capture_output=True, text=True, timeout=DEPLOY_TIMEOUT_SECONDS)
+    if checks.returncode != 0:
+        failed = [line for line in checks.stdout.splitlines() if line.startswith("FAILED")] or \
+            checks.stdout.splitlines()[-OUTPUT_LINES:]
+        raise StepFailed("driver host checks failed: " + " | ".join(failed))
+    fabric = run_check(run.inventory, list(group["hosts"]), version_data(group))
+    if not fabric.passed:
+        raise StepFailed("fabric check failed: " + "; ".join(
+            f"{host}: {', '.join(fabric.host_failures(host))}" for host in group["hosts"] if fabric.host_failures(host))
+            or "fabric check failed")
+    on_group(run, group, start_engine)
+    serving = set(heads(run, group))
+    on_group(run, group, lambda remote, data: generates(remote, data) if remote.name in serving else None)
+    problems = doctor_problems(run, group)
+    if problems:
+        raise StepFailed("the doctor is not clean: " + "; ".join(problems))
+    balancer(run, group, "register")
+    return "host checks, fabric check, engine and doctor passed; back behind the load balancer"
+
+
+def start_engine(remote, data: dict) -> None:
+    remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl enable --now \"$unit\"; done")
+
+
+def generates(remote, data: dict) -> None:
+    """Wait until the engine is ready (its ready_timeout_seconds), then ask it for one token."""
+    engine = engine_of(data)
+    if engine is None:
+        return
+    urls = state_urls(data)
+    wait = [layout.WATCHDOG_COMMAND, "--wait", str(engine.ready_timeout_seconds), "--url", urls["health_url"],
+            "--served-name", urls["served_name"], "--models-url", urls["models_url"]]
+    ok, out, err = remote.run(shlex.join(wait))
+    if not ok:
+        raise StepFailed(f"{remote.name}: the engine did not become ready: {(err or out).strip()[-300:]}")
+    probe = DoctorSpec.model_validate(data).doctor_generation_timeout_seconds
+    state = remote.get_fact(EngineState, **urls, chat_url=engine_urls(engine)["chat_url"], probe_seconds=probe)
+    if not (state.get("generation") or {}).get("answered"):
+        raise StepFailed(f"{remote.name}: no token within {probe} s: {(state.get('generation') or state)}")
+
+
+def doctor_problems(run: Run, group: dict) -> list[str]:
+    """The doctor's findings and unchecked checks on the group's hosts, judged at the group's version."""
+    hosts = group_hosts(run, group)
+    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
+    specs = {host.name: HostSpecs.of(host.name, host.data.dict(), fleet) for host in hosts}
+    results = on_targets([SshTarget.of(host) for host in hosts], lambda remote: diagnose(remote, specs[remote.name]))
+    problems = []
+    for result in results:
+        if result.error is not None:
+            problems.append(f"{result.host}: {result.error}")
+            continue
+        problems += [f"{result.host}: {finding.runbook}: {finding.summary}" for finding in result.value.findings]
+        problems += [f"{result.host}: unchecked {item}" for item in result.value.unchecked]
+    return problems
+
+
+def soak(run: Run, group: dict) -> str:
+    """Keep serving for upgrade_soak_seconds, checked every few seconds; then the doctor once more."""
+    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in group_hosts(run, group)]
+    end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
+    serving = set(heads(run, group))
+    while True:
+        answers = on_group(run, group, lambda remote, data: remote.get_fact(EngineState, **state_urls(data))
+                           if remote.name in serving and engine_of(data) else {"ready": True})
+        down = [f"{host}: {state.get('detail')}" for host, state in answers.items() if not state["ready"]]
+        if down:
+            raise StepFailed("stopped serving during the soak: " + "; ".join(down))
+        left = end - time.time()
+        if left <= 0:
+            break
+        time.sleep(min(POLL_SECONDS, left))
+    problems = doctor_problems(run, group)
+    if problems:
+        raise StepFailed("the doctor is not clean after the soak: " + "; ".join(problems))
+    on_group(run, group, lambda remote, data: remote.check_output(f"rm -f {layout.MAINTENANCE_MARKER}"))
+    return f"served through the soak on driver {group['to']}"
+
+
+def take_out(run: Run, group: dict) -> list[str]:
+    """A failed group leaves service and stays out (deregistered, engine stopped and kept from starting, marked
+    failed) until a person looks: never re-admitted by itself. Returns what could not be done."""
+    problems = []
+    try:
+        balancer(run, group, "deregister")
+    except StepFailed as error:
+        problems.append(str(error))
+
+    def park(remote, data):
+        write_marker(remote, group, "failed")
+        remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
+
+    try:
+        on_group(run, group, park)
+    except StepFailed as error:
+        problems.append(str(error))
+    return problems
+
+
+# The step each state runs, and the state it leads to.
+STEPS = {"draining": (drain, "stopped"), "stopped": (stop, "upgrading"), "upgrading": (upgrade, "rebooting"),
+         "rebooting": (rebooted, "validating"), "validating": (validate, "soaking"), "soaking": (soak, "done")}

@@ -1,0 +1,209 @@
+"""A rolling driver upgrade of a serving lab fleet (`k3ops upgrade`): three h200x8 hosts, each serving the tiny
+model with llama-server at driver 580.105.08 behind the lab's load balancer (tests/lab/load_balancer.py), moved
+to 580.126.09 one host at a time while a poller sends chat completions to every host the balancer lists.
+
+In order: the plan and bad arguments touch no host; a canary that fails validation halts the rollout with the
+other hosts untouched; after the fix, `resume` retries it, the controller is killed in the middle of the next
+host, a second `resume` finishes, and no moment had more than one host out of service.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from k3ops.engines.units import engine_urls
+from k3ops.inventory import load
+from k3ops.lab import state
+from k3ops.onhost.layout import MAINTENANCE_MARKER
+from k3ops.spec.engine import EngineHostSpec
+
+from ..conftest import REPO_ROOT
+from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra
+
+LAB_PROFILES = ("h200x8", "h200x8", "h200x8")
+HOSTS = ("gpu-01", "gpu-02", "gpu-03")
+OLD, NEW = "580.105.08", "580.126.09"
+BALANCER = str(Path(__file__).with_name("load_balancer.py"))
+
+
+def upgrade_inventory(work: Path) -> tuple[str, Path]:
+    """The lab at the old driver behind the lab's balancer (a directory under `work`), with short waits."""
+    balancer = work / "balancer"
+    command = ["python3", BALANCER, str(balancer)]
+    inventory = lab_inventory(work / "fleet.py", nvidia_driver_version=OLD,
+                              upgrade_lb_deregister_command=[*command, "deregister", "{host}", "{address}"],
+                              upgrade_lb_register_command=[*command, "register", "{host}", "{address}"],
+                              upgrade_lb_settle_seconds=1, upgrade_drain_timeout_seconds=30, upgrade_soak_seconds=5,
+                              reboot_timeout_seconds=300)
+    return inventory, balancer
+
+
+def serve_behind_the_balancer(inventory: str, balancer: Path, hosts) -> None:
+    """The whole stack deployed, and every host registered with the balancer."""
+    deployed = pyinfra("deploys/k3.py", inventory=inventory)
+    assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
+    for host in hosts:
+        subprocess.run(["python3", BALANCER, str(balancer), "register", host, "-"], check=True)
+
+
+@pytest.fixture(scope="module")
+def fleet(lab, tmp_path_factory):
+    """The fleet at the old driver, serving, every host behind the balancer; rollouts recorded in a temporary
+    state directory."""
+    work = tmp_path_factory.mktemp("upgrade")
+    inventory, balancer = upgrade_inventory(work)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(work / "state"))
+        serve_behind_the_balancer(inventory, balancer, HOSTS)
+        yield {"inventory": inventory, "balancer": balancer, "state": work / "state"}
+
+
+def record(fleet) -> dict:
+    return json.loads(k3ops("upgrade", "status", fleet["inventory"], "--json").stdout)
+
+
+def group_states(fleet) -> dict[str, str]:
+    return {group["name"]: group["state"] for group in record(fleet)["groups"]}
+
+
+def driver(host: str) -> str:
+    return on_host(host, "cat /sys/module/nvidia/version").stdout.strip()
+
+
+def chat_urls(inventory: str) -> dict[str, str]:
+    return {host.name: engine_urls(EngineHostSpec.model_validate(host.data.dict()).engine)["chat_url"]
+            for host in load(inventory)}
+
+
+def answers(url: str) -> bool:
+    """One chat completion, as a client of the balancer would send it."""
+    body = json.dumps({"model": "tiny-k3", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
+    request = urllib.request.Request(url, data=body.encode(), headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {state.api_key().read_text().strip()}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return bool(json.loads(response.read())["choices"][0]["message"]["content"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+class Poller(threading.Thread):
+    """Clients of the balancer: every half second, how many of `hosts` it lists out, and a chat completion from
+    each host it lists (a host still listed after its request failed is a request the rollout dropped)."""
+
+    def __init__(self, inventory: str, balancer: Path, hosts=HOSTS):
+        super().__init__(daemon=True)
+        self.balancer, self.hosts, self.urls = balancer, tuple(hosts), chat_urls(inventory)
+        self.stopping, self.most_out, self.polls, self.dropped = threading.Event(), 0, 0, []
+        self.least_serving = 1.0  # the lowest share of the hosts that were listed and answered, at one poll
+
+    def listed(self) -> set[str]:
+        return {path.name for path in self.balancer.iterdir()} & set(self.hosts)
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.5):
+            listed = self.listed()
+            self.most_out = max(self.most_out, len(set(self.hosts) - listed))
+            serving = 0
+            for host in sorted(listed):
+                if answers(self.urls[host]):
+                    serving += 1
+                elif host in self.listed():
+                    self.dropped.append((time.strftime("%H:%M:%S"), host))
+            self.least_serving = min(self.least_serving, serving / len(self.hosts))
+            self.polls += 1
+
+
+def test_the_plan_and_bad_arguments_touch_no_host(fleet):
+    shown = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW, "--dry-run").stdout
+    assert "1. canary, then a soak: gpu-01 (gpu-01)" in shown and "2. batch: gpu-02 (gpu-02)" in shown
+    assert "3. batch: gpu-03 (gpu-03)" in shown, shown
+    two = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW, "--dry-run", "--max-unavailable", "2").stdout
+    assert "2. batch: gpu-02 (gpu-02); gpu-03 (gpu-03)" in two, two
+    unknown = k3ops("upgrade", "driver", fleet["inventory"], "--to", "580.999.99", check=False)
+    assert unknown.returncode == 1 and "has no nvidia-driver 580.999.99-1" in unknown.stderr
+    assert f"{OLD}-1, {NEW}-1" in unknown.stderr, unknown.stderr  # what the repository has instead
+    none = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW, "--max-unavailable", "0", check=False)
+    assert none.returncode == 1 and "--max-unavailable: 0" in none.stderr
+    assert not fleet["state"].exists() or not list(fleet["state"].rglob("*.json"))  # no rollout recorded
+    for host in HOSTS:
+        assert on_host(host, f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+        assert driver(host) == OLD
+
+
+def test_a_canary_failing_validation_halts_the_rollout_and_leaves_the_rest_serving(fleet):
+    k3ops("lab", "fault", "gpu-01", "ib-port-down")  # a cable pulled: the fabric check after the upgrade fails
+    started = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW, check=False)
+    assert started.returncode == 1, started.stdout + started.stderr
+    found = record(fleet)
+    assert found["status"] == "halted" and "canary" in found["why"], found
+    assert group_states(fleet) == {"gpu-01": "failed", "gpu-02": "pending", "gpu-03": "pending"}
+    failed = found["groups"][0]
+    assert failed["failed_at"] == "validating" and "mlx5_2 port 1: Down" in failed["detail"], failed["detail"]
+    assert driver("gpu-01") == NEW  # upgraded, on a new boot (its boot id before the deploy is recorded)
+    assert failed["before"]["gpu-01"][0] != on_host("gpu-01", "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    assert json.loads(on_host("gpu-01", f"cat {MAINTENANCE_MARKER}").stdout)["state"] == "failed"
+    assert "gpu-01" not in {path.name for path in fleet["balancer"].iterdir()}
+    urls = chat_urls(fleet["inventory"])
+    assert not answers(urls["gpu-01"])  # out of service: its engine is stopped too
+    for host in ("gpu-02", "gpu-03"):
+        assert driver(host) == OLD and answers(urls[host])
+        assert on_host(host, f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+    doctor = json.loads(k3ops("doctor", fleet["inventory"], "--json", check=False).stdout)
+    assert {host["host"]: host["status"] for host in doctor["hosts"]}["gpu-01"] == "maintenance"
+
+
+def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(fleet):
+    k3ops("lab", "fault", "gpu-01", "--clear")
+    poller = Poller(fleet["inventory"], fleet["balancer"])
+    poller.start()
+    try:
+        controller = subprocess.Popen([sys.executable, "-m", "k3ops.cli", "upgrade", "resume", fleet["inventory"]],
+                                      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      start_new_session=True)
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while group_states(fleet)["gpu-02"] != "validating":
+            assert controller.poll() is None and time.monotonic() < deadline, controller.stdout.read()
+            time.sleep(1)
+        os.killpg(controller.pid, signal.SIGKILL)  # the controller and everything it started
+        controller.wait()
+        assert record(fleet)["status"] == "running"  # as the dead controller left it
+        resumed = k3ops("upgrade", "resume", check=False)  # the only unfinished rollout on this controller
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    finally:
+        poller.stopping.set()
+        poller.join()
+    assert poller.polls > 20 and not poller.dropped, (poller.polls, poller.dropped)
+    assert poller.most_out == 1
+    found = record(fleet)
+    assert found["status"] == "done" and set(group_states(fleet).values()) == {"done"}
+    second = [state for _, state, _ in found["groups"][1]["history"]]
+    assert second.count("validating") == 1  # entered once, its step run by both controllers
+    urls = chat_urls(fleet["inventory"])
+    for host in HOSTS:
+        assert driver(host) == NEW and answers(urls[host])
+        held = on_host(host, "apt-mark showhold").stdout.split()
+        assert {"nvidia-driver", "nvidia-fabricmanager"} <= set(held)
+        assert on_host(host, "dpkg-query -W -f '${Version}' nvidia-driver").stdout == f"{NEW}-1"
+        assert on_host(host, f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+    assert {path.name for path in fleet["balancer"].iterdir()} == set(HOSTS)
+
+
+def test_a_plain_deploy_of_the_old_version_is_refused_on_serving_hosts(fleet):
+    """After the rollout the inventory still says the old driver: a deploy would reboot every host at once."""
+    refused = pyinfra("deploys/gpu_host.py", inventory=fleet["inventory"])
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and f"runs NVIDIA driver {NEW} and serves" in output, output[-3000:]
+    assert f"k3ops upgrade driver INVENTORY --to {OLD}" in output
+    for host in HOSTS:
+        assert driver(host) == NEW

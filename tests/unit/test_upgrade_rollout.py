@@ -1,0 +1,146 @@
+"""`k3ops upgrade driver` refuses bad arguments and plans without touching a host: every case here runs with
+connections to anything but this machine's loopback refused, and the CUDA repository is a real HTTP server."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from k3ops.cli import main
+from k3ops.upgrade.record import Rollout, record_path, unfinished
+from k3ops.upgrade.versions import versions_in_index
+
+DIGEST = "sha256:" + "a" * 64
+MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
+PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
+                   for name in ("nvidia-driver", "nvidia-open") for version in ("580.105.08-1", "580.126.09-1"))
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """A flat apt repository's index (Packages.gz), served over HTTP on loopback."""
+    served = tmp_path / "repo"
+    served.mkdir()
+    (served / "Packages.gz").write_bytes(gzip.compress(PACKAGES.encode()))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def nothing_but_loopback(monkeypatch, tmp_path):
+    """A connection to a host (anything but loopback) fails the test; rollouts are recorded under tmp_path."""
+    connect = socket.socket.connect
+
+    def guarded(self, address):
+        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "::1"):
+            raise AssertionError(f"connected to {address} before refusing or planning")
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def inventory(tmp_path, repository: str, hosts: dict[str, dict]) -> str:
+    """Hosts at TEST-NET addresses (never reached), h200x8 with the test's CUDA repository."""
+    defaults = {"hardware_profile": "h200x8", "nvidia_driver_version": "580.105.08",
+                "repositories": {"cuda": {"url": repository, "key_url": repository + "key.gpg"}}}
+    entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **defaults, **data})
+               for index, (name, data) in enumerate(hosts.items(), 10)]
+    path = tmp_path / "fleet.py"
+    path.write_text(f"hgx = {entries!r}\n")
+    return str(path)
+
+
+def clustered(cluster: str) -> dict:
+    return {"model": MODEL, "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST, "cluster": cluster}}
+
+
+def upgrade(capsys, *arguments: str) -> tuple[int, str, str]:
+    status = main(["upgrade", *arguments])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_the_dry_run_prints_groups_order_and_batches_and_records_nothing(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}, "gpu-02": clustered("a"), "gpu-03": clustered("a"),
+                                             "gpu-04": {}, "gpu-05": {}})
+    status, out, _ = upgrade(capsys, "driver", fleet, "--to", "580.126.09", "--max-unavailable", "2", "--dry-run")
+    assert status == 0
+    assert "5 engine groups" not in out and "4 engine groups, at most 2 hosts out of service at once" in out
+    assert "1. canary, then a soak: gpu-01 (gpu-01)\n  2. batch: a (gpu-02, gpu-03)\n" \
+           "  3. batch: gpu-04 (gpu-04); gpu-05 (gpu-05)" in out, out
+    assert not record_path(fleet).exists()
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--to", "580.999.99"), "gpu-01: --to 580.999.99: http://127.0.0.1:"),
+    (("--to", "580.126"), "has no nvidia-driver 580.126-1 (its 580 releases: 580.105.08-1, 580.126.09-1)"),
+    (("--to", "latest"), "--to: 'latest' is not an exact driver version"),
+    (("--to", "570.195.03"), "gpu-01: nvidia_driver_version: 570.195.03 is branch 570, which supports CUDA"),
+    (("--to", "580.126.09", "--max-unavailable", "0"), "--max-unavailable: 0 would never let a host out"),
+    (("--to", "580.126.09", "--max-unavailable", "20%"), "20% of 3 hosts is no host at all"),
+    (("--to", "580.126.09"), "engine group a (gpu-02, gpu-03) has 2 hosts, more than --max-unavailable allows"),
+    (("--to", "580.126.09", "--max-unavailable", "2", "--limit", "gpu-02"),
+     "engine group a: --limit selects gpu-02 but not gpu-03; a multi-node engine moves whole"),
+    (("--to", "580.126.09", "--max-unavailable", "2", "--limit", "gpu-9*"), "--limit: 'gpu-9*' matches no host"),
+    (("--to", "580.126.09", "--max-unavailable", "2", "--canary", "3"), "--canary: 3 groups, but the rollout has 2"),
+])
+def test_bad_arguments_are_refused_before_any_host_is_touched(tmp_path, repository, capsys, arguments, message):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}, "gpu-02": clustered("a"), "gpu-03": clustered("a")})
+    status, out, err = upgrade(capsys, "driver", fleet, *arguments)
+    assert status == 1 and message in err, err
+    assert not record_path(fleet).exists()
+
+
+def test_the_controller_and_hosts_that_may_not_reboot_are_refused(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {"ssh_hostname": "127.0.0.1"},
+                                             "gpu-02": {"reboot_policy": "never"}})
+    status, _, err = upgrade(capsys, "driver", fleet, "--to", "580.126.09")
+    assert status == 1
+    assert "gpu-01: is the machine running k3ops; a rollout never reboots its own controller" in err
+    assert "gpu-02: reboot_policy is 'never', and a new driver needs a reboot" in err
+
+
+def test_a_repository_the_controller_cannot_read_is_refused(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, "http://127.0.0.1:9/", {"gpu-01": {}})  # discard port: nothing listens
+    status, _, err = upgrade(capsys, "driver", fleet, "--to", "580.126.09")
+    assert status == 1 and "cannot read the package index of http://127.0.0.1:9/ from this controller" in err
+
+
+def test_an_unfinished_rollout_is_resumed_or_aborted_not_replaced(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}})
+    halted = {"inventory": fleet, "to": "580.126.09", "status": "halted", "groups": [
+        {"name": "gpu-01", "hosts": ["gpu-01"], "state": "failed", "canary": True, "to": "580.126.09", "failures": 1}]}
+    Rollout(record_path(fleet), halted).save()
+    status, _, err = upgrade(capsys, "driver", fleet, "--to", "580.126.09")
+    assert status == 1 and "is halted" in err and "`k3ops upgrade resume` or `k3ops upgrade abort` it first" in err
+    assert unfinished(None).record["inventory"] == fleet  # the only unfinished one: no need to name it
+    status, out, _ = upgrade(capsys, "abort")
+    assert status == 0 and "gpu-01 (gpu-01): failed" in out  # out of service, and said so
+    assert json.loads(record_path(fleet).read_text())["status"] == "aborted"
+    status, _, err = upgrade(capsys, "resume")
+    assert status == 1 and "0 unfinished rollouts" in err
+
+
+def test_the_status_shows_each_group(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}})
+    record = {"inventory": fleet, "to": "580.126.09", "status": "running", "groups": [
+        {"name": "gpu-01", "hosts": ["gpu-01"], "state": "rebooting", "since": "2026-12-01T20:00:00+00:00",
+         "detail": "the GPU host deploy ran at 580.126.09"}]}
+    Rollout(record_path(fleet), record).save()
+    status, out, _ = upgrade(capsys, "status", fleet)
+    assert status == 0 and "to 580.126.09: running" in out
+    assert "gpu-01" in out and "rebooting" in out and "2026-12-01T20:00:00+00:00" in out
+
+
+def test_an_index_lists_each_version_of_the_package():
+    assert versions_in_index(PACKAGES, "nvidia-driver") == {"580.105.08-1", "580.126.09-1"}
+    assert versions_in_index(PACKAGES, "nvidia-fabricmanager") == set()
