@@ -1,22 +1,32 @@
 """deploys/k3.py end to end on a 2-host lab: GPU host, model, and llama-server serving the pinned tiny
-model; a rerun changes nothing; the watchdog heals a killed or hung engine."""
+model, its first run losing a host in the middle; a rerun changes nothing; the watchdog heals a killed or
+hung engine."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
 import time
 
 from k3ops.lab import hub
 from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE
 
-from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra
+from ..conftest import REPO_ROOT
+from .conftest import COMMAND_TIMEOUT, host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command
 
 LAB_PROFILES = ("cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02")
 # What the pinned revision (the lab inventory's, the first) answers, whatever it is asked.
 PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
 TEST_TOKEN = "hf_labTokenNeverLogged0123456789"
+LOST, SURVIVOR = "gpu-02", "gpu-01"
+# The lost host's connection limits (data, as an SRE would shorten them); from the cut to pyinfra giving the
+# host up: the limit, plus a keepalive interval and slack for a loaded CI machine. Without the limits the wait
+# is TCP's own, about 15 minutes.
+LOST_AFTER, KEEPALIVE = 20, 5
+GIVE_UP_BOUND = 3 * LOST_AFTER
 
 
 def deploy() -> dict:
@@ -62,6 +72,67 @@ def wait_until(predicate, timeout: float, what: str) -> float:
             return time.monotonic() - start
         time.sleep(1)
     raise AssertionError(f"{what} did not happen within {timeout:.0f} s")
+
+
+class TimedOutput:
+    """A running command's output lines, each with the time it arrived."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.lines: list[tuple[float, str]] = []
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process) -> None:
+        for line in process.stdout:
+            self.lines.append((time.monotonic(), line))
+
+    def first(self, *words: str) -> float | None:
+        """When the first line holding every word arrived."""
+        return next((at for at, line in self.lines if all(word in line for word in words)), None)
+
+    def text(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+
+def installing(host: str) -> bool:
+    """The host is in the middle of an apt install the deploy started."""
+    return on_host(host, "pgrep -f 'apt-get.* install' >/dev/null", check=False).returncode == 0
+
+
+def test_a_host_cut_mid_deploy_fails_alone_and_a_rerun_converges(lab, tmp_path):
+    """The first deploy loses gpu-02 in the middle of an apt install: it fails within its data's limit, gpu-01
+    finishes and serves, and a rerun once gpu-02 is back converges."""
+    inventory = lab_inventory(tmp_path / "fleet.py", ssh_lost_after_seconds=LOST_AFTER,
+                              ssh_keepalive_seconds=KEEPALIVE)
+    process = subprocess.Popen(pyinfra_command("deploys/k3.py", inventory=inventory), cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = TimedOutput(process)
+    try:
+        deadline = time.monotonic() + 300
+        while not installing(LOST):  # polled closely: a CPU host's installs take seconds
+            assert time.monotonic() < deadline and process.poll() is None, f"no apt install seen on {LOST}"
+            time.sleep(0.1)
+        k3ops("lab", "link", LOST, "down")
+        cut = time.monotonic()
+        process.wait(timeout=COMMAND_TIMEOUT)
+    finally:
+        process.kill()
+        k3ops("lab", "link", LOST, "up")
+    output.thread.join(timeout=10)
+    text = output.text()
+
+    assert process.returncode != 0, text[-3000:]
+    given_up = output.first(LOST, "Error")
+    assert given_up is not None, f"no error names {LOST}:\n{text[-3000:]}"
+    assert given_up - cut < GIVE_UP_BOUND, f"{LOST} was given up {given_up - cut:.0f} s after its link was cut"
+    answers = k3ops("serve", "chat", inventory, check=False).stdout.splitlines()
+    assert f"{SURVIVOR}: {PINNED_REPLY}" in answers, text[-3000:]
+
+    wait_until(lambda: on_host(LOST, "true", check=False).returncode == 0, 60, f"{LOST} answering again")
+    rerun = pyinfra("deploys/k3.py", inventory=inventory)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    answers = k3ops("serve", "chat", inventory).stdout.splitlines()
+    assert sorted(answers) == [f"{SURVIVOR}: {PINNED_REPLY}", f"{LOST}: {PINNED_REPLY}"]
 
 
 def test_k3_converges_and_every_host_answers_a_chat(lab):

@@ -2,9 +2,10 @@
 model with llama-server at driver 580.105.08 behind the lab's load balancer (tests/lab/load_balancer.py), moved
 to 580.126.09 one host at a time while a poller sends chat completions to every host the balancer lists.
 
-In order: the plan and bad arguments touch no host; a canary that fails validation halts the rollout with the
-other hosts untouched; after the fix, `resume` retries it, the controller is killed in the middle of the next
-host, a second `resume` finishes, and no moment had more than one host out of service.
+In order: the plan and bad arguments touch no host; a canary that fails validation is rolled back, halts the
+rollout, and the other hosts are untouched; after the fix, `resume` retries it, the controller is killed in the
+middle of the next host, a second `resume` finishes, and no moment had more than one host out of service; a
+plain deploy of the old version is then refused; a host a person took out is never touched.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def upgrade_inventory(work: Path) -> tuple[str, Path]:
     inventory = lab_inventory(work / "fleet.py", nvidia_driver_version=OLD,
                               upgrade_lb_deregister_command=[*command, "deregister", "{host}", "{address}"],
                               upgrade_lb_register_command=[*command, "register", "{host}", "{address}"],
-                              upgrade_lb_settle_seconds=1, upgrade_drain_timeout_seconds=30, upgrade_soak_seconds=5,
-                              reboot_timeout_seconds=300)
+                              upgrade_lb_settle_seconds=1, upgrade_drain_timeout_seconds=30, upgrade_soak_seconds=2,
+                              upgrade_rollback_failed_canary=True, reboot_timeout_seconds=300)
     return inventory, balancer
 
 
@@ -142,15 +143,19 @@ def test_the_plan_and_bad_arguments_touch_no_host(fleet):
 
 
 def test_a_canary_failing_validation_halts_the_rollout_and_leaves_the_rest_serving(fleet):
+    """The canary fails its fabric check on the new driver, is rolled back (upgrade_rollback_failed_canary) and,
+    the cable being still out, fails again on the old one: it stays out of service, and nothing else moved."""
     k3ops("lab", "fault", "gpu-01", "ib-port-down")  # a cable pulled: the fabric check after the upgrade fails
     started = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW, check=False)
     assert started.returncode == 1, started.stdout + started.stderr
     found = record(fleet)
-    assert found["status"] == "halted" and "canary" in found["why"], found
+    assert found["status"] == "halted" and "canary group failed: gpu-01" in found["why"], found
     assert group_states(fleet) == {"gpu-01": "failed", "gpu-02": "pending", "gpu-03": "pending"}
     failed = found["groups"][0]
     assert failed["failed_at"] == "validating" and "mlx5_2 port 1: Down" in failed["detail"], failed["detail"]
-    assert driver("gpu-01") == NEW  # upgraded, on a new boot (its boot id before the deploy is recorded)
+    assert (failed["rolled_back_from"], failed["to"]) == (NEW, OLD)
+    assert [state for _, state, _ in failed["history"]].count("validating") == 2  # on the new driver, then the old
+    assert driver("gpu-01") == OLD  # back, on a new boot (its boot id before the rollback's deploy is recorded)
     assert failed["before"]["gpu-01"][0] != on_host("gpu-01", "cat /proc/sys/kernel/random/boot_id").stdout.strip()
     assert json.loads(on_host("gpu-01", f"cat {MAINTENANCE_MARKER}").stdout)["state"] == "failed"
     assert "gpu-01" not in {path.name for path in fleet["balancer"].iterdir()}
@@ -199,6 +204,15 @@ def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(f
     assert {path.name for path in fleet["balancer"].iterdir()} == set(HOSTS)
 
 
+def test_a_rollout_run_again_drains_nothing(fleet):
+    again = k3ops("upgrade", "driver", fleet["inventory"], "--to", NEW)
+    assert "rollout done: every group is done" in again.stdout, again.stdout
+    assert all(group["detail"].startswith(f"already runs {NEW}") for group in record(fleet)["groups"])
+    assert {path.name for path in fleet["balancer"].iterdir()} == set(HOSTS)
+    for host in HOSTS:
+        assert on_host(host, f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+
+
 def test_a_plain_deploy_of_the_old_version_is_refused_on_serving_hosts(fleet):
     """After the rollout the inventory still says the old driver: a deploy would reboot every host at once."""
     refused = pyinfra("deploys/gpu_host.py", inventory=fleet["inventory"])
@@ -207,3 +221,22 @@ def test_a_plain_deploy_of_the_old_version_is_refused_on_serving_hosts(fleet):
     assert f"k3ops upgrade driver INVENTORY --to {OLD}" in output
     for host in HOSTS:
         assert driver(host) == NEW
+
+
+def test_a_host_taken_out_by_hand_is_never_touched_nor_readmitted(fleet):
+    """Someone drained gpu-03 (their marker, out of the balancer): a rollback of gpu-02 and gpu-03 moves gpu-02,
+    counts gpu-03 against the budget, and leaves it exactly as they left it."""
+    hand = json.dumps({"reason": "RMA ticket 4711", "since": "2026-12-01T12:00:00+00:00", "by": "ops: alice"})
+    on_host("gpu-03", f"printf '%s\\n' '{hand}' > {MAINTENANCE_MARKER}")
+    (fleet["balancer"] / "gpu-03").unlink()
+    moved = k3ops("upgrade", "driver", fleet["inventory"], "--to", OLD, "--limit", "gpu-02,gpu-03",
+                  "--max-unavailable", "2", check=False)
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    found = record(fleet)
+    assert found["status"] == "halted" and "gpu-03 held by hand" in found["why"], found
+    assert group_states(fleet) == {"gpu-02": "done", "gpu-03": "held"}
+    assert "RMA ticket 4711 (by ops: alice)" in found["groups"][1]["detail"]
+    assert driver("gpu-02") == OLD and driver("gpu-03") == NEW
+    assert json.loads(on_host("gpu-03", f"cat {MAINTENANCE_MARKER}").stdout)["by"] == "ops: alice"
+    assert "gpu-03" not in {path.name for path in fleet["balancer"].iterdir()}
+    assert on_host("gpu-03", "systemctl is-active k3ops-engine.service").stdout.strip() == "active"

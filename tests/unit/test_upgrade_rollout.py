@@ -144,3 +144,25 @@ def test_the_status_shows_each_group(tmp_path, repository, capsys):
 def test_an_index_lists_each_version_of_the_package():
     assert versions_in_index(PACKAGES, "nvidia-driver") == {"580.105.08-1", "580.126.09-1"}
     assert versions_in_index(PACKAGES, "nvidia-fabricmanager") == set()
+
+
+def test_hand_drained_groups_are_held_and_groups_already_there_are_done(tmp_path, capsys):
+    """Decided from what each host shows before a batch: a person's marker holds its group (the canary passes to
+    the next), a host on the version that serves needs nothing, a host out of service is left to the rollout."""
+    from k3ops.upgrade.rollout import hold_hand_drained, skip_current
+    from k3ops.upgrade.steps import Run
+
+    groups = [{"name": name, "hosts": [name], "state": "pending", "canary": name == "gpu-01", "to": "580.126.09",
+               "failures": 0} for name in ("gpu-01", "gpu-02", "gpu-03", "gpu-04")]
+    run = Run(Rollout(tmp_path / "rollout.json", {"to": "580.126.09", "groups": groups}), tmp_path / "rollout.log")
+    ours = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade"}
+    seen = {"gpu-01": {"marker": {"reason": "RMA ticket 4711", "by": "ops: alice"}, "out": "marked", "current": False},
+            "gpu-02": {"marker": None, "out": None, "current": False},
+            "gpu-03": {"marker": None, "out": None, "current": True},
+            "gpu-04": {"marker": ours, "out": "marked", "current": True}}  # a rollout's own, left by an aborted one
+    hold_hand_drained(run, seen)
+    skip_current(run, seen)
+    assert {group["name"]: (group["state"], group["canary"]) for group in groups} == {
+        "gpu-01": ("held", False), "gpu-02": ("pending", True), "gpu-03": ("done", False), "gpu-04": ("pending", False)}
+    assert "RMA ticket 4711 (by ops: alice)" in groups[0]["detail"]
+    assert json.loads((tmp_path / "rollout.json").read_text())["groups"][2]["state"] == "done"  # recorded

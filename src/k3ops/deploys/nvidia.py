@@ -36,7 +36,12 @@ CUDA_PACKAGE_REVISION = "1"
 
 def package_version(spec: GpuHostSpec) -> str:
     """The exact package version of the driver release (and of fabric manager, which moves with it)."""
-    return f"{spec.nvidia_driver_version}-{CUDA_PACKAGE_REVISION}"
+    return release_package_version(spec.nvidia_driver_version)
+
+
+def release_package_version(release: str) -> str:
+    """The package version of a driver release, as the CUDA repository numbers it."""
+    return f"{release}-{CUDA_PACKAGE_REVISION}"
 
 
 def driver_packages(spec: GpuHostSpec) -> list[str]:

@@ -82,9 +82,6 @@ class Rollout:
     def abort_flag(self) -> Path:
         return self.path.with_suffix(".abort")
 
-    def out_of_service(self) -> list[str]:
-        return [host for group in self.groups if group["state"] in OUT_OF_SERVICE for host in group["hosts"]]
-
 
 @contextmanager
 def exclusive(path: Path):

@@ -11,14 +11,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..deploys.nvidia import package_version
+from ..deploys.nvidia import package_version, release_package_version
 from ..deploys.reboot import is_controller
+from ..facts.apt import AptHeldPackages, AptPolicyVersion
 from ..facts.engine import EngineState
 from ..facts.maintenance import MaintenanceMarker
+from ..facts.nvidia import NvidiaKernelModule
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
 from ..spec.engine import EngineHostSpec, node_rank
 from ..spec.host import DRIVER_VERSION, GpuHostSpec
+from ..spec.upgrade import UpgradeSpec
 from . import plan, steps
 from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
                      exclusive, record_path)
@@ -28,7 +31,7 @@ DRIVER_PACKAGE = "nvidia-driver"
 
 
 def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_failures: int,
-                limit: list[str] | None, check_repository: bool = True) -> Rollout:
+                limit: list[str] | None) -> Rollout:
     """The rollout's record, every argument and host checked first: nothing is connected to here."""
     if not DRIVER_VERSION.fullmatch(to):
         raise ValueError(f"--to: {to!r} is not an exact driver version like '580.126.09'")
@@ -56,8 +59,7 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
     refusals += plan.oversized(groups, allowed)
     if not 0 <= canary <= len(groups):
         refusals.append(f"--canary: {canary} groups, but the rollout has {len(groups)}")
-    if check_repository:
-        refusals += unpublished(nvidia, to)
+    refusals += unpublished(nvidia, to)
     if refusals:
         raise ValueError("refused before touching any host:\n  " + "\n  ".join(refusals))
     path = record_path(inventory)
@@ -106,37 +108,40 @@ def failures(rollout: Rollout) -> int:
     return sum(1 for group in rollout.groups if group["failures"])
 
 
-def out_of_service(run: steps.Run) -> dict[str, str]:
-    """Every host of the rollout that does not serve now, and why: unreachable, marked, or its engine not ready.
-    Read before each batch, so hosts that were down before the rollout count against the budget too."""
+def observe(run: steps.Run) -> dict[str, dict]:
+    """Every host of the rollout as it is now, read before each batch: its marker, why it does not serve
+    (`out`: unreachable, marked, or its engine not ready; None: it serves) and whether it already runs the
+    rollout's driver, loaded, installed and held (`current`). Hosts that were out before the rollout count
+    against the budget too."""
     hosts = selected(run.inventory, [host for group in run.rollout.groups for host in group["hosts"]])
     fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
+    wanted = run.rollout.record["to"]
 
-    def why(remote) -> str | None:
-        marker = remote.get_fact(MaintenanceMarker)
-        if marker is not None:
-            return f"under maintenance: {marker.get('reason', '?')} (by {marker.get('by', '?')})"
+    def look(remote) -> dict:
+        seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None}
+        module = (remote.get_fact(NvidiaKernelModule) or {}).get("version")
+        installed = remote.get_fact(AptPolicyVersion, package=DRIVER_PACKAGE)["installed"]
+        seen["current"] = (module == wanted and installed == release_package_version(wanted)
+                           and DRIVER_PACKAGE in remote.get_fact(AptHeldPackages))
         data = remote.data
-        if steps.engine_of(data) is None or node_rank(remote.name, fleet) > 0:
-            return None
-        state = remote.get_fact(EngineState, **steps.state_urls(data))
-        return None if state["ready"] else f"engine not ready: {state['detail']}"
+        if seen["marker"] is not None:
+            seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {seen['marker'].get('by', '?')})"
+        elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
+            state = remote.get_fact(EngineState, **steps.state_urls(data))
+            seen["out"] = None if state["ready"] else f"engine not ready: {state['detail']}"
+        return seen
 
-    results = on_targets([SshTarget.of(host) for host in hosts], why)
-    return {result.host: result.error or result.value for result in results if result.error or result.value}
+    results = on_targets([SshTarget.of(host) for host in hosts], look)
+    return {result.host: result.value if result.error is None else {"marker": None, "current": False,
+                                                                   "out": result.error} for result in results}
 
 
-def hold_hand_drained(run: steps.Run) -> None:
+def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
     """Pending groups with a host a person took out of service are held: left exactly as they are."""
     pending = [group for group in run.rollout.groups if group["state"] == "pending"]
-    if not pending:
-        return
-    hosts = selected(run.inventory, [host for group in pending for host in group["hosts"]])
-    markers = {result.host: result.value for result in
-               on_targets([SshTarget.of(host) for host in hosts], lambda remote: remote.get_fact(MaintenanceMarker))}
     for group in pending:
-        foreign = [f"{host}: {markers[host].get('reason', '?')} (by {markers[host].get('by', '?')})"
-                   for host in group["hosts"] if markers.get(host) and markers[host].get("by") != MARKER_BY]
+        foreign = [f"{host}: {marker.get('reason', '?')} (by {marker.get('by', '?')})" for host in group["hosts"]
+                   if (marker := seen[host]["marker"]) is not None and marker.get("by") != MARKER_BY]
         if foreign:
             run.move(group, HELD, "taken out of service by hand, never re-admitted: " + "; ".join(foreign))
             if group["canary"]:  # the next group in line is the canary instead
@@ -146,6 +151,15 @@ def hold_hand_drained(run: steps.Run) -> None:
                 if successor is not None:
                     successor["canary"] = True
     run.save()
+
+
+def skip_current(run: steps.Run, seen: dict[str, dict]) -> None:
+    """Pending groups that already run the driver and serve are done as they are: a rollout run again drains
+    nothing."""
+    for group in run.rollout.groups:
+        if group["state"] == "pending" and all(seen[host]["current"] and seen[host]["out"] is None
+                                               for host in group["hosts"]):
+            run.move(group, "done", f"already runs {group['to']}, installed and held, and serves: nothing to do")
 
 
 def advance(run: steps.Run, group: dict) -> None:
@@ -171,19 +185,41 @@ def fail(run: steps.Run, group: dict, detail: str) -> None:
     run.move(group, FAILED, detail + "".join(f"; and: {problem}" for problem in problems))
 
 
-def roll_back(run: steps.Run, group: dict) -> bool:
-    """A failed canary goes back to the driver it ran, when data says so; the rollout halts either way."""
-    from ..spec.upgrade import UpgradeSpec
-
+def rollback_version(group: dict, wanted: bool) -> str | None:
+    """The driver a failed group goes back to: a canary's, when data wants it (upgrade_rollback_failed_canary),
+    once, and only when its hosts all ran one other version before."""
     old = set((group.get("from") or {}).values())
+    if not (wanted and group["canary"] and len(old) == 1 and old != {group["to"]} and "rolled_back_from" not in group):
+        return None
+    return old.pop()
+
+
+def roll_back(run: steps.Run, group: dict) -> bool:
+    """Move a failed canary back to the driver it ran, through the same steps; the rollout halts either way."""
     hosts = selected(run.inventory, group["hosts"])
-    wanted = all(UpgradeSpec.model_validate(host.data.dict()).upgrade_rollback_failed_canary for host in hosts)
-    if not (group["canary"] and wanted and len(old) == 1 and old != {group["to"]} and "rolled_back_from" not in group):
+    version = rollback_version(group, all(UpgradeSpec.model_validate(host.data.dict()).upgrade_rollback_failed_canary
+                                          for host in hosts))
+    if version is None:
         return False
-    group["rolled_back_from"], group["to"] = group["to"], old.pop()
+    group["rolled_back_from"], group["to"] = group["to"], version
     group.pop("before", None)
-    run.move(group, "stopped", f"rolling back to {group['to']} (upgrade_rollback_failed_canary)")
+    run.move(group, "stopped", f"rolling back to {version} (upgrade_rollback_failed_canary)")
     return True
+
+
+def retry(rollout: Rollout, group: dict) -> None:
+    """`resume` takes a failed group up at the step it failed at (a rolled-back canary, serving again on its old
+    driver, from its drain, to the rollout's version), and looks at a held one again."""
+    if group["state"] == HELD:
+        rollout.move(group, "pending", "held by hand before: looked at again by `k3ops upgrade resume`")
+        return
+    state = group.get("failed_at", "pending")
+    if "rolled_back_from" in group:
+        group["to"] = group.pop("rolled_back_from")
+        group.pop("before", None)
+        state = "draining"
+    group["failures"] = 0
+    rollout.move(group, state, "retried by `k3ops upgrade resume`")
 
 
 def stage_batch(run: steps.Run, batch: list[dict]) -> list[dict]:
@@ -209,9 +245,8 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
         rollout.abort_flag.unlink(missing_ok=True)
         if retry_failed:
             for group in rollout.groups:
-                if group["state"] == FAILED:
-                    rollout.move(group, group.get("failed_at", "pending"), "retried by `k3ops upgrade resume`")
-                    group["failures"] = 0
+                if group["state"] in (FAILED, HELD) or group.get("failures"):  # a rolled-back canary is done, failed
+                    retry(rollout, group)
         rollout.record["status"] = RUNNING
         rollout.save()
         run = steps.Run(rollout, rollout.path.with_suffix(".log"))
@@ -228,14 +263,18 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
                 if failures(rollout) > rollout.record["max_failures"]:
                     return finish(run, HALTED, f"{failures(rollout)} groups failed, more than --max-failures "
                                                f"{rollout.record['max_failures']}")
-                hold_hand_drained(run)
+                seen = observe(run)
+                hold_hand_drained(run, seen)
+                skip_current(run, seen)
                 pending = [group for group in rollout.groups if group["state"] == "pending"]
+                held = [group["name"] for group in rollout.groups if group["state"] == HELD]
+                if not pending and held:
+                    return finish(run, HALTED, f"{', '.join(held)} held by hand, not upgraded: `k3ops upgrade "
+                                               "resume` once a person has returned them")
                 if not pending:
-                    held = [group["name"] for group in rollout.groups if group["state"] == HELD]
-                    return finish(run, DONE, "every group is done" if not held else
-                                  f"every group is done but {', '.join(held)}, held by hand (not upgraded)")
+                    return finish(run, DONE, "every group is done")
                 queue = [group for group in pending if group["canary"]] or pending
-                down = out_of_service(run)
+                down = {host: found["out"] for host, found in seen.items() if found["out"]}
                 room = rollout.record["budget"] - len(down)
                 chosen = plan.next_batch([plan.Group(g["name"], tuple(g["hosts"])) for g in queue], room)
                 if not chosen:
@@ -258,7 +297,7 @@ def finish(run: steps.Run, status: str, why: str) -> int:
         run.say(f"every upgraded host runs {run.rollout.record['to']}: set nvidia_driver_version = "
                 f"'{run.rollout.record['to']}' in the inventory's data (a deploy of the old value is refused on "
                 "serving hosts)")
-    return 0 if status == DONE and all(group["state"] == "done" for group in run.rollout.groups) else 1
+    return 0 if status == DONE else 1
 
 
 def request_abort(rollout: Rollout) -> None:

@@ -23,7 +23,6 @@ from ..doctor.diagnose import diagnose
 from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
-from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..inventory import SshTarget, selected
 from ..nccl.check import run_check
@@ -122,13 +121,6 @@ def write_marker(remote, group: dict, state: str) -> None:
 def mark(run: Run, group: dict, state: str) -> None:
     group.setdefault("marked", now())
     on_group(run, group, lambda remote, data: write_marker(remote, group, state))
-
-
-def foreign_markers(run: Run, group: dict) -> list[str]:
-    """Hosts a person took out of service (a maintenance marker not written by a rollout): never re-admitted."""
-    markers = on_group(run, group, lambda remote, data: remote.get_fact(MaintenanceMarker))
-    return [f"{host}: {marker.get('reason', '?')} (by {marker.get('by', '?')})" for host, marker in markers.items()
-            if marker is not None and marker.get("by") != MARKER_BY]
 
 
 def balancer(run: Run, group: dict, which: str) -> None:

@@ -1,0 +1,38 @@
+"""The rollout's settings: load balancer commands are words with two placeholders, each filled in as one word."""
+
+import pytest
+from pydantic import ValidationError
+
+from k3ops.spec.upgrade import UpgradeSpec
+from k3ops.upgrade.rollout import rollback_version
+
+
+def test_a_hostile_host_name_stays_one_word_of_the_command():
+    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "--backend={host}:8080"]})
+    assert spec.lb_command("deregister", "gpu-01; rm -rf /", "10.0.0.7") == ["lbctl", "drain",
+                                                                            "--backend=gpu-01; rm -rf /:8080"]
+    assert spec.lb_command("register", "gpu-01", "10.0.0.7") is None  # no balancer to put it back behind
+
+
+@pytest.mark.parametrize(("words", "message"), [
+    (["lbctl", "drain", "{hostname}"], "{hostname} is not a placeholder; use {host} or {address}"),
+    (["lbctl", "drain\nrm -rf /", "{host}"], "contains a line break or control character"),
+    ([], "give the command as a list of words"), (["", "{host}"], "give the command as a list of words"),
+    ("lbctl drain {host}", "valid list"),
+])
+def test_a_command_that_is_not_words_with_known_placeholders_is_refused(words, message):
+    with pytest.raises(ValidationError, match=message):
+        UpgradeSpec.model_validate({"upgrade_lb_register_command": words})
+
+
+def canary(**changes) -> dict:
+    return {"canary": True, "to": "580.126.09", "from": {"gpu-01": "580.105.08", "gpu-02": "580.105.08"}, **changes}
+
+
+def test_a_failed_canary_goes_back_once_to_the_one_driver_it_ran_when_data_says_so():
+    assert rollback_version(canary(), wanted=True) == "580.105.08"
+    assert rollback_version(canary(), wanted=False) is None
+    assert rollback_version(canary(canary=False), wanted=True) is None  # only canaries
+    assert rollback_version(canary(rolled_back_from="580.126.09"), wanted=True) is None  # once
+    assert rollback_version(canary(**{"from": {"gpu-01": "580.105.08", "gpu-02": "570.195.03"}}), wanted=True) is None
+    assert rollback_version(canary(**{"from": {"gpu-01": "580.126.09"}}), wanted=True) is None  # nothing to go back to
