@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Lock
 
-from ..doctor.checks import HostSpecs
-from ..doctor.diagnose import diagnose
+from ..doctor.diagnose import run_doctor
 from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
@@ -58,6 +57,16 @@ class Run:
     rollout: Rollout
     log: Path
     lock: Lock = field(default_factory=Lock)
+    loaded: dict = field(default_factory=dict)  # (hosts, version): the inventory's hosts, read once
+
+    def hosts(self, group: dict) -> list:
+        """The group's pyinfra hosts, with the group's version over their data (validated, as any command's);
+        the inventory file is executed once per group and version, not at every poll."""
+        key = (tuple(group["hosts"]), group["to"])
+        with self.lock:
+            if key not in self.loaded:
+                self.loaded[key] = selected(self.inventory, list(group["hosts"]), version_data(group))
+            return self.loaded[key]
 
     @property
     def inventory(self) -> str:
@@ -82,14 +91,9 @@ def version_data(group: dict) -> dict:
     return {"nvidia_driver_version": group["to"]}
 
 
-def group_hosts(run: Run, group: dict) -> list:
-    """The group's pyinfra hosts, with the group's version over their data (validated, as any command's)."""
-    return selected(run.inventory, list(group["hosts"]), version_data(group))
-
-
 def on_group(run: Run, group: dict, action) -> dict:
     """`action(remote, data)` on every host of the group at once; any host that fails it fails the step."""
-    chosen = group_hosts(run, group)
+    chosen = run.hosts(group)
     hosts = {host.name: host.data.dict() for host in chosen}
     results = on_targets([SshTarget.of(host) for host in chosen], lambda remote: action(remote, hosts[remote.name]))
     failures = [f"{result.host}: {result.error}" for result in results if result.error is not None]
@@ -100,7 +104,7 @@ def on_group(run: Run, group: dict, action) -> dict:
 
 def heads(run: Run, group: dict) -> list[str]:
     """The hosts of the group that serve HTTP (rank 0)."""
-    hosts = group_hosts(run, group)
+    hosts = run.hosts(group)
     fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
     return [host.name for host in hosts if node_rank(host.name, fleet) == 0]
 
@@ -125,7 +129,7 @@ def mark(run: Run, group: dict, state: str) -> None:
 
 def balancer(run: Run, group: dict, which: str) -> None:
     """Run the site's load balancer command for each host of the group, on the controller (no shell)."""
-    for host in group_hosts(run, group):
+    for host in run.hosts(group):
         data = host.data.dict()
         words = UpgradeSpec.model_validate(data).lb_command(
             which, host.name, ModelHostSpec.model_validate(data).address_for_peers(host.name))
@@ -170,7 +174,7 @@ def drain(run: Run, group: dict) -> str:
     """Mark the hosts, stop the balancer sending them requests, and wait for running requests to end."""
     mark(run, group, "draining")
     balancer(run, group, "deregister")
-    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in group_hosts(run, group)]
+    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in run.hosts(group)]
     time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
     deadline = time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings)
     serving = set(heads(run, group))
@@ -241,7 +245,7 @@ def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
 def rebooted(run: Run, group: dict) -> str:
     """Wait (up to each host's reboot_timeout_seconds) for each host to answer on a new boot with the new module;
     a host that had the version already needs no new boot."""
-    hosts = {host.name: host.data.dict() for host in group_hosts(run, group)}
+    hosts = {host.name: host.data.dict() for host in run.hosts(group)}
     deadline = time.monotonic() + max(GpuHostSpec.model_validate(data).reboot_timeout_seconds
                                       for data in hosts.values())
     while True:
@@ -314,23 +318,19 @@ def generates(remote, data: dict) -> None:
 
 def doctor_problems(run: Run, group: dict) -> list[str]:
     """The doctor's findings and unchecked checks on the group's hosts, judged at the group's version."""
-    hosts = group_hosts(run, group)
-    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
-    specs = {host.name: HostSpecs.of(host.name, host.data.dict(), fleet) for host in hosts}
-    results = on_targets([SshTarget.of(host) for host in hosts], lambda remote: diagnose(remote, specs[remote.name]))
     problems = []
-    for result in results:
-        if result.error is not None:
-            problems.append(f"{result.host}: {result.error}")
+    for diagnosis in run_doctor(run.inventory, list(group["hosts"]), version_data(group)):
+        if diagnosis.error is not None:
+            problems.append(f"{diagnosis.host}: {diagnosis.error}")
             continue
-        problems += [f"{result.host}: {finding.runbook}: {finding.summary}" for finding in result.value.findings]
-        problems += [f"{result.host}: unchecked {item}" for item in result.value.unchecked]
+        problems += [f"{diagnosis.host}: {finding.runbook}: {finding.summary}" for finding in diagnosis.findings]
+        problems += [f"{diagnosis.host}: unchecked {item}" for item in diagnosis.unchecked]
     return problems
 
 
 def soak(run: Run, group: dict) -> str:
     """Keep serving for upgrade_soak_seconds, checked every few seconds; then the doctor once more."""
-    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in group_hosts(run, group)]
+    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in run.hosts(group)]
     end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
     serving = set(heads(run, group))
     while True:
