@@ -7,6 +7,7 @@ import re
 
 from k3ops.deploys.model_cache import VOLUME_LABEL
 from k3ops.facts.checkpoint import ModelCheckpoints
+from k3ops.facts.storage import BlockDeviceSignature, MdadmConfArrays
 from k3ops.onhost import layout
 from k3ops.onhost.layout import PEER_AUTHORIZED_KEYS, PEER_USER, TOKEN_FILE
 
@@ -32,6 +33,18 @@ def test_cache_is_the_nvme_volume_mounted_by_uuid(host, spec, model):
     entries = [line.split() for line in host.file("/etc/fstab").content_string.splitlines()
                if line.strip() and not line.startswith("#")]
     assert [entry[0] for entry in entries if entry[1] == path] == [f"UUID={uuid}"]
+
+
+def test_a_raid0_cache_is_assembled_under_its_name_at_every_boot(host, spec, model):
+    """mdadm.conf names the array its members belong to, so the initramfs and udev assemble it as /dev/md/<name>
+    at every boot, not as a stranger's /dev/md127."""
+    if len(model.nvme_devices) < 2:
+        return
+    member = host.get_fact(BlockDeviceSignature, device=model.nvme_devices[0])
+    recorded = host.get_fact(MdadmConfArrays).get(f"/dev/md/{VOLUME_LABEL}", {})
+    assert member["type"] == "linux_raid_member" and recorded.get("uuid"), recorded
+    assert recorded["uuid"].replace(":", "") == member["uuid"].replace("-", "")
+    assert host.file(f"/dev/md/{VOLUME_LABEL}").exists
 
 
 def test_cache_belongs_to_the_service_user(host, spec, model):

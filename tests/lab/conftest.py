@@ -1,7 +1,9 @@
-"""A lab per test module (its LAB_PROFILES, hosts gpu-01, gpu-02, ...), torn down when the module ends."""
+"""A lab per test module (its LAB_PROFILES, hosts gpu-01, gpu-02, ...; LAB_BACKENDS and LAB_NVME_DEVICES when
+not the default), torn down when the module ends."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +37,18 @@ def pyinfra(*args: str, inventory: str = "inventory/lab/hosts.py", env: dict | N
     """Run `pyinfra_command` to its end (`env`: added to this process's environment)."""
     return subprocess.run(pyinfra_command(*args, inventory=inventory), cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
+
+
+def deploy_report(deploy: str, *args: str, inventory: str = "inventory/lab/hosts.py", env: dict | None = None) -> dict:
+    """Run a deploy file with pyinfra, which must succeed; returns its JSON report."""
+    result = pyinfra("--json", *args, deploy, inventory=inventory, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def changed_operations(report: dict) -> list[str]:
+    """The operations a deploy's report says changed something on some host."""
+    return [op["name"] for op in report["results"]["operations"] if op["success"]]
 
 
 def lab_inventory(path: Path, per_host: dict[str, dict] | None = None, **changes) -> str:
@@ -83,6 +97,10 @@ def lab(request):
     arguments = ["lab", "up", "--hosts", str(len(profiles))]
     for profile in profiles:
         arguments += ["--profile", profile]
+    for backend in getattr(request.module, "LAB_BACKENDS", ()):
+        arguments += ["--backend", backend]
+    if hasattr(request.module, "LAB_NVME_DEVICES"):
+        arguments += ["--nvme-devices", str(request.module.LAB_NVME_DEVICES)]
     try:
         k3ops(*arguments)
         yield {state.host_name(index): profile for index, profile in enumerate(profiles)}

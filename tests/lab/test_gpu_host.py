@@ -14,7 +14,7 @@ from k3ops.lab import faults
 from k3ops.onhost import layout
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
-from .conftest import host_checks, lab_inventory, on_host, pyinfra, reboot
+from .conftest import changed_operations, deploy_report, host_checks, lab_inventory, on_host, pyinfra, reboot
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu", "gb300x4")
 # This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
@@ -36,13 +36,7 @@ CONTAINER_ENGINES = [
 
 def deploy() -> dict:
     """deploys/gpu_host.py on the whole lab; returns pyinfra's JSON report."""
-    result = pyinfra("--json", "deploys/gpu_host.py")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads(result.stdout)
-
-
-def changed_operations(report: dict) -> list[tuple[str, int]]:
-    return [(op["name"], op["success"]) for op in report["results"]["operations"] if op["success"]]
+    return deploy_report("deploys/gpu_host.py")
 
 
 def set_secure_boot(host: str, enabled: bool) -> None:

@@ -210,6 +210,15 @@ def test_down_leaves_nothing_behind(lab):
     assert json.loads(k3ops("lab", "status", "--json").stdout) == {"hosts": []}
 
 
+def test_lab_build_reuses_the_whole_caches_and_starts_nothing(lab):
+    """What the running lab was made from is whole: `lab build` checks every entry, rebuilds none, and leaves
+    the lab as it was."""
+    before = k3ops("lab", "status", "--json").stdout
+    built = k3ops("lab", "build")
+    assert "building" not in built.stdout + built.stderr and "broken" not in built.stdout + built.stderr
+    assert k3ops("lab", "status", "--json").stdout == before
+
+
 def test_a_cold_lab_up_rebuilds_the_caches_broken_on_purpose(lab):
     """The hub venv's pip broken as on that fresh machine (issue 13), and a wheel gone from the wheelhouse:
     the next cold `lab up` says so, rebuilds both, and the lab works from them."""

@@ -15,7 +15,7 @@ from k3ops.lab import hub, state
 from k3ops.onhost.layout import ENGINE_UNIT
 
 from ..conftest import REPO_ROOT
-from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra
+from .conftest import changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host, pyinfra
 
 LAB_PROFILES = ("cpu", "cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02", "gpu-03")
@@ -25,13 +25,7 @@ TEST_TOKEN = "hf_labTokenNeverLogged0123456789"
 
 
 def deploy(inventory: str = "inventory/lab/hosts.py", *args: str) -> dict:
-    result = pyinfra("--json", *args, "deploys/model.py", inventory=inventory, env={"HF_TOKEN": TEST_TOKEN})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads(result.stdout)
-
-
-def changed_operations(report: dict) -> list[str]:
-    return [op["name"] for op in report["results"]["operations"] if op["success"]]
+    return deploy_report("deploys/model.py", *args, inventory=inventory, env={"HF_TOKEN": TEST_TOKEN})
 
 
 def hub_downloads() -> list[str]:

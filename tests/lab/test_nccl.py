@@ -1,6 +1,6 @@
-"""`k3ops nccl check` on eight h200x8 lab hosts: the real mpirun across hosts over SSH, simulated GPUs and NICs.
+"""`k3ops nccl check` on six h200x8 lab hosts: the real mpirun across hosts over SSH, simulated GPUs and NICs.
 
-One engine cluster (gpu-01, gpu-02: the 2-node vLLM recipe) and three test groups of two (nccl_group). A
+One engine cluster (gpu-01, gpu-02: the 2-node vLLM recipe) and two test groups of two (nccl_group). A
 healthy fleet passes; each fault injected into one host's hardware fails and names that host and the
 cause; a host that only moves half its NICs' bandwidth is found by pairing; the engine's gate follows the
 last result.
@@ -19,12 +19,11 @@ from k3ops.lab import faults
 from ..conftest import REPO_ROOT
 from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command
 
-LAB_PROFILES = ("h200x8",) * 8
-HOSTS = [f"gpu-{index:02d}" for index in range(1, 9)]
+LAB_PROFILES = ("h200x8",) * 6
+HOSTS = [f"gpu-{index:02d}" for index in range(1, 7)]
 DIGEST = "sha256:" + "5e" * 32
 ENGINE_CLUSTER = {"recipe": "vllm-h200x8-2node", "cluster": "h200-a", "image_digest": DIGEST}
-GROUPS = {"gpu-03": "h200-b", "gpu-04": "h200-b", "gpu-05": "h200-c", "gpu-06": "h200-c", "gpu-07": "h200-d",
-          "gpu-08": "h200-d"}
+GROUPS = {"gpu-03": "h200-b", "gpu-04": "h200-b", "gpu-05": "h200-c", "gpu-06": "h200-c"}
 HARDWARE = faults.HARDWARE
 PER_HOST = {"gpu-01": {"engine": ENGINE_CLUSTER}, "gpu-02": {"engine": ENGINE_CLUSTER},
             **{name: {"nccl_group": group} for name, group in GROUPS.items()}}
@@ -159,18 +158,18 @@ def test_without_a_known_good_host_the_slow_one_is_found_alone_through_its_nics(
 
 
 def test_a_host_whose_nccl_ports_do_not_answer_hangs_its_tests_and_is_named(fleet, tmp_path):
-    """A firewall on gpu-08 drops NCCL's bootstrap connections (SSH and MPI's launch still work): NCCL retries
+    """A firewall on gpu-06 drops NCCL's bootstrap connections (SSH and MPI's launch still work): NCCL retries
     for over an hour, so the check's time limit ends the test, reports a hang, kills what it left on every
     host, skips the cluster's next test and finds the host by pairs, each of which it also ends."""
     short = lab_inventory(tmp_path / "short.py", per_host=PER_HOST, nccl_timeout_seconds=30)
-    status, found = check_with_fault(short, "gpu-08", "bootstrap_unreachable", True)
+    status, found = check_with_fault(short, "gpu-06", "bootstrap_unreachable", True)
     assert status == 1
-    across = [test for test in found["hosts"]["gpu-08"]["tests"] if test["hosts"] == ["gpu-07", "gpu-08"]]
+    across = [test for test in found["hosts"]["gpu-06"]["tests"] if test["hosts"] == ["gpu-05", "gpu-06"]]
     assert [(test["test"], test["verdict"]) for test in across] == [("cluster_all_reduce", "hang"),
                                                                      ("cluster_alltoall", "fail")]
     assert across[0]["reason"].startswith("did not finish within 30 s")
     assert across[1]["reason"] == "not run: cluster_all_reduce hung"
-    assert found["localization"]["h200-d"]["at_fault"] == ["gpu-08"]
+    assert found["localization"]["h200-c"]["at_fault"] == ["gpu-06"]
     for name in HOSTS:
         assert on_host(name, "pgrep -u k3ops-nccl", check=False).returncode == 1, f"test processes left on {name}"
 

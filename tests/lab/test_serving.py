@@ -14,7 +14,8 @@ from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE
 
 from ..conftest import REPO_ROOT
-from .conftest import COMMAND_TIMEOUT, host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command
+from .conftest import (COMMAND_TIMEOUT, changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host,
+                       pyinfra, pyinfra_command)
 
 LAB_PROFILES = ("cpu", "cpu")
 HOSTS = ("gpu-01", "gpu-02")
@@ -30,13 +31,7 @@ GIVE_UP_BOUND = 3 * LOST_AFTER
 
 
 def deploy() -> dict:
-    result = pyinfra("--json", "deploys/k3.py", env={"HF_TOKEN": TEST_TOKEN})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads(result.stdout)
-
-
-def changed_operations(report: dict) -> list[str]:
-    return [op["name"] for op in report["results"]["operations"] if op["success"]]
+    return deploy_report("deploys/k3.py", env={"HF_TOKEN": TEST_TOKEN})
 
 
 def engine_data(host: str) -> dict:

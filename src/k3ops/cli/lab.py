@@ -10,7 +10,7 @@ import sys
 from .output import add_json_flag, print_rows
 
 LAB_HOST_COLUMNS = [("HOST", lambda row: row["name"]), ("PROFILE", lambda row: row["profile"]),
-                    ("ADDRESS", lambda row: row["address"]), ("STATE", lambda row: row["state"])]
+                    ("BACKEND", lambda row: row["backend"]), ("ADDRESS", lambda row: row["address"]), ("STATE", lambda row: row["state"])]
 
 
 def register(verbs) -> None:
@@ -21,8 +21,17 @@ def register(verbs) -> None:
     up.add_argument("--hosts", type=int, default=2, help="number of hosts (default 2)")
     up.add_argument("--profile", action="append", metavar="NAME",
                     help="hardware profile for the next host, in order (repeatable); the rest get h200x8")
+    up.add_argument("--backend", action="append", choices=("container", "vm"),
+                    help="what runs the hosts: container (systemd-nspawn, the default) or vm (QEMU, its own kernel); "
+                         "once for every host, or once per host in order")
+    up.add_argument("--nvme-devices", type=int, metavar="N",
+                    help="NVMe devices per host instead of the profile's (more than one: vm backend, for RAID0)")
     up.add_argument("--nvme-size-gib", type=int, default=8, help="size of each simulated NVMe device (sparse)")
     up.set_defaults(handler=lab_up, parser=up)
+
+    build = commands.add_parser("build", help="build the lab's cached images, repositories and tools; start nothing")
+    build.add_argument("--vm", action="store_true", help="also the VM hosts' disk image")
+    build.set_defaults(handler=lab_build)
 
     status = commands.add_parser("status", help="list the lab hosts and their state")
     add_json_flag(status)
@@ -54,9 +63,17 @@ def lab_up(args) -> int:
 
     if args.hosts < 1:
         args.parser.error("--hosts must be at least 1")
-    started = lab.up(args.hosts, args.profile or [], nvme_size_gib=args.nvme_size_gib)
+    started = lab.up(args.hosts, args.profile or [], nvme_size_gib=args.nvme_size_gib, backends=args.backend,
+                     nvme_devices=args.nvme_devices)
     for host in started.hosts:
-        print(f"{host.name}\t{host.profile}\t{host.address}")
+        print(f"{host.name}\t{host.profile}\t{host.backend}\t{host.address}")
+    return 0
+
+
+def lab_build(args) -> int:
+    from ..lab import lab
+
+    lab.build(with_vm=args.vm)
     return 0
 
 

@@ -24,6 +24,8 @@ def model_cache() -> None:
         if len(devices) > 1:
             storage.raid0(name=f"Assemble or create the RAID0 array of {', '.join(devices)}",
                           array_name=VOLUME_LABEL, devices=devices, wipe=model.model_cache_wipe)
+            storage.raid0_recorded(name=f"Assemble /dev/md/{VOLUME_LABEL} at every boot (mdadm.conf, initramfs)",
+                                   array_name=VOLUME_LABEL, devices=devices)
             volume, wipe = f"/dev/md/{VOLUME_LABEL}", False
         else:
             volume, wipe = devices[0], devices[0] in model.model_cache_wipe

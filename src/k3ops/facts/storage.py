@@ -12,6 +12,7 @@ MDSTAT_ARRAY_REGEX = r"^(?P<name>md\S+) : (?P<state>\S+)(?: \(\S+\))? (?P<level>
 MDSTAT_MEMBER_REGEX = r"(?P<device>[^\s\[]+)\[\d+\](?:\((?P<flag>\w)\))?"
 NO_MD_MARKER = "K3OPS_NO_MDSTAT"
 BLOCK_DEVICE_MARKER = "K3OPS_BLOCK_DEVICE"
+MDADM_CONF = "/etc/mdadm/mdadm.conf"
 
 
 class BlockDeviceSignature(FactBase[dict[str, str] | None]):
@@ -76,6 +77,31 @@ class MdArrays(FactBase[dict]):
                     "failed": sorted(member["device"] for member in members if member["flag"] == "F"),
                 }
         return {"md_driver": True, "arrays": arrays}
+
+
+class MdadmConfArrays(FactBase[dict[str, dict[str, str]]]):
+    """
+    Returns the arrays /etc/mdadm/mdadm.conf names (what the initramfs and udev assemble at boot, and under
+    which name), by device, with their identity:
+
+    .. code:: python
+
+        {"/dev/md/k3ops-models": {"metadata": "1.2", "uuid": "3aaa0122:29827cfa:5331ad66:ca767371",
+                                  "name": "gpu-01:k3ops-models"}}
+    """
+
+    command = f"grep -s -E '^ARRAY[[:space:]]' {MDADM_CONF} || true"
+    default = dict
+
+    @override
+    def process(self, output):
+        arrays = {}
+        for line in output:
+            words = line.split()
+            if len(words) > 1 and words[0] == "ARRAY":
+                arrays[words[1]] = {key.lower(): value for key, _, value in
+                                    (word.partition("=") for word in words[2:]) if value}
+        return arrays
 
 
 class MountedFilesystem(FactBase[dict[str, str] | None]):

@@ -45,7 +45,7 @@ def host_data(host: state.LabHost) -> dict:
         "ssh_strict_host_key_checking": "no",
         "ssh_known_hosts_file": "/dev/null",
         "hardware_profile": profile.name,
-        "nvme_devices": [f"/dev/{disk.name}" for disk in profile.nvme],
+        "nvme_devices": [f"/dev/{disk.name}" for disk in profile.disks(host.nvme_devices)],
         "repositories": repositories(),
         "model": {"repo_id": hub.TINY_MODEL_REPO, "revision": hub.TINY_MODEL_REVISIONS[0], "name": "tiny-k3"},
         "hf_endpoint": hub.hub_url(),

@@ -22,6 +22,14 @@ def _veth(host: state.LabHost) -> str:
     return f"k3v-{host.name}"
 
 
+TAP_PREFIX = "k3t-"
+
+
+def tap_name(host: state.LabHost) -> str:
+    """A VM host's NIC on the controller's side: QEMU's tap device, a port of the lab bridge."""
+    return TAP_PREFIX + host.name
+
+
 def create_bridge() -> None:
     if _ip("link", "show", state.BRIDGE, check=False).returncode != 0:
         _ip("link", "add", state.BRIDGE, "type", "bridge")
@@ -41,10 +49,29 @@ def create_host_namespace(host: state.LabHost) -> None:
     _ip("-n", host.netns, "link", "set", "eth0", "up")
 
 
+def create_tap(host: state.LabHost) -> None:
+    """A tap device on the lab bridge for a VM host; the VM's own kernel configures its side."""
+    if _ip("link", "show", tap_name(host), check=False).returncode != 0:
+        _ip("tuntap", "add", "dev", tap_name(host), "mode", "tap")
+    _ip("link", "set", tap_name(host), "master", state.BRIDGE, "up")
+
+
+def delete_tap(name: str) -> None:
+    _ip("link", "del", TAP_PREFIX + name, check=False)
+
+
+def lab_taps() -> list[str]:
+    """Host names of every lab tap device present."""
+    links = _ip("-o", "link", "show", check=False).stdout.splitlines()
+    names = [line.split(":")[1].strip().split("@")[0] for line in links if line.count(":") >= 2]
+    return sorted(name[len(TAP_PREFIX):] for name in names if name.startswith(TAP_PREFIX))
+
+
 def set_link(host: state.LabHost, up: bool) -> None:
     """Take a host's cable out (or put it back): its bridge port goes down, the host keeps running unaware,
     as when a switch port or NIC dies under a live SSH session."""
-    _ip("link", "set", _veth(host), "up" if up else "down")
+    port = tap_name(host) if host.backend == "vm" else _veth(host)
+    _ip("link", "set", port, "up" if up else "down")
 
 
 def delete_host_namespace(name: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, GpuModel
 
@@ -124,7 +124,16 @@ class Profile:
                  if switch.split(":")[0] == domain and int(switch.split(":")[1], 16) < int(bus, 16)]
         return max(above, key=lambda switch: int(switch.split(":")[1], 16), default=None)
 
-    def hardware(self, hostname: str, nvme_size_gib: int | None = None) -> dict:
+    def disks(self, count: int | None = None) -> tuple[Nvme, ...]:
+        """The board's NVMe devices, or `count` of its first model, numbered and placed one bus apart."""
+        if count is None:
+            return self.nvme
+        first = self.nvme[0]
+        domain, bus = first.pci_bus_id.split(":")[:2]
+        return tuple(replace(first, name=f"nvme{index}n1", pci_bus_id=f"{domain}:{int(bus, 16) + index:02x}:00.0")
+                     for index in range(count))
+
+    def hardware(self, hostname: str, nvme_size_gib: int | None = None, nvme_devices: int | None = None) -> dict:
         """The `hardware.json` document for one host; identifiers are stable per host name."""
         gpus = [
             {
@@ -140,7 +149,7 @@ class Profile:
             for index, bus_id in enumerate(self.gpu_bus_ids)
         ]
         nvme = []
-        for disk in self.nvme:
+        for disk in self.disks(nvme_devices):
             entry = asdict(disk)
             if nvme_size_gib is not None:
                 entry["size_gib"] = nvme_size_gib

@@ -31,7 +31,15 @@ class LabHost:
     name: str
     profile: str
     address: str
+    backend: str = "container"  # or "vm": what runs the host (container.py, vm.py)
+    nvme_devices: int | None = None  # NVMe devices, when not the profile's
     nvme_loops: list[str] = field(default_factory=list)
+
+    def hardware(self, nvme_size_gib: int | None = None) -> dict:
+        """The host's hardware document (profiles.py), with its own number of NVMe devices."""
+        from .profiles import get_profile
+
+        return get_profile(self.profile).hardware(self.name, nvme_size_gib, self.nvme_devices)
 
     @property
     def netns(self) -> str:

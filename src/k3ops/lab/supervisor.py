@@ -2,10 +2,10 @@
 
 import sys
 
-from . import hosts, state
+from . import container, state
 
 if __name__ == "__main__":
     lab = state.load()
     if lab is None:
         sys.exit("k3ops lab supervisor: no lab is set up")
-    sys.exit(hosts.supervise(lab.host(sys.argv[1])))
+    sys.exit(container.supervise(lab.host(sys.argv[1])))

@@ -11,9 +11,15 @@ from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 from pyinfra.operations import files
 
-from k3ops.facts.storage import BlockDeviceSignature, MdArrays, MountedFilesystem
+from k3ops.facts.storage import MDADM_CONF, BlockDeviceSignature, MdadmConfArrays, MdArrays, MountedFilesystem
 
 RAID_MEMBER = "linux_raid_member"
+# At run time, since the array may have been made a moment ago: its ARRAY line from a member's superblock,
+# under our name, in place of any line of that name; then the initramfs, which assembles arrays at boot.
+RECORD_ARRAY = (
+    'line=$(mdadm --examine --brief "$2" | sed "s#^ARRAY [^ ]*#ARRAY $1#") && [ -n "$line" ] && '
+    '{ grep -v -E "^ARRAY[[:space:]]+$1([[:space:]]|$)" "$3" || true; echo "$line"; } > "$3.k3ops" && '
+    'mv "$3.k3ops" "$3" && update-initramfs -u')
 
 
 def _foreign(device: str, signature: dict) -> str:
@@ -74,6 +80,39 @@ def raid0(array_name: str, devices: list[str], wipe: list[str] | None = None):
             yield StringCommand("wipefs", "--all", QuoteString(device))
     yield StringCommand("mdadm", "--create", f"/dev/md/{array_name}", "--run", "--level=0", f"--name={array_name}",
                         f"--raid-devices={len(devices)}", *(QuoteString(device) for device in devices))
+
+
+@operation()
+def raid0_recorded(array_name: str, devices: list[str]):
+    """
+    Record the array in mdadm.conf and the initramfs, so that every boot assembles it as ``/dev/md/<name>``.
+    Without it the initramfs, where the host has no name yet, takes the array for another host's and
+    assembles it as ``/dev/md127``: the deploy's ``/dev/md/<name>`` is gone after the first reboot (seen on
+    the lab's VM hosts); fstab still mounts it by UUID, but the deploy can no longer find its volume.
+
+    + array_name: the array's name (``/dev/md/<name>``)
+    + devices: its member devices (the first one's superblock says which array it is)
+
+    **Example:**
+
+    .. code:: python
+
+        storage.raid0_recorded(array_name="k3ops-models", devices=["/dev/nvme0n1", "/dev/nvme1n1"])
+    """
+
+    device = f"/dev/md/{array_name}"
+    member = host.get_fact(BlockDeviceSignature, device=devices[0]) or {}
+    recorded = host.get_fact(MdadmConfArrays).get(device, {})
+    if member.get("type") == RAID_MEMBER and _hex(recorded.get("uuid", "")) == _hex(member.get("uuid", "")):
+        host.noop(f"{device} is in {MDADM_CONF} (UUID {recorded['uuid']})")
+        return
+    yield StringCommand("sh", "-c", QuoteString(RECORD_ARRAY), "record-array", QuoteString(device),
+                        QuoteString(devices[0]), MDADM_CONF)
+
+
+def _hex(array_uuid: str) -> str:
+    """An array UUID as mdadm (a:b:c:d) and blkid (8-4-4-4-12) write it, as one form."""
+    return array_uuid.replace(":", "").replace("-", "").lower()
 
 
 @operation()

@@ -124,8 +124,10 @@ def device_nodes(monkeypatch):
 
 
 @pytest.fixture
-def container_boot(monkeypatch):
-    """boot() without the steps that mount over /proc and probe block devices (the lab host's own)."""
+def container_boot(monkeypatch, tmp_path):
+    """boot() on a container host (nspawn's marker in /run) without the steps that mount over /proc and probe
+    block devices (the lab host's own)."""
+    write(tmp_path, boot.CONTAINER_MARKER, "systemd-nspawn\n")
     for step in ("boot_with_command_line", "simulate_sysctls", "refresh_disk_links", "mount_fstab_block_devices"):
         monkeypatch.setattr(boot, step, lambda host: None)
 
@@ -162,6 +164,26 @@ def test_boot_sees_the_healthy_hardware(tmp_path, container_boot, device_nodes):
     assert bound_driver(tmp_path, hardware["gpus"][3]["pci_bus_id"]) == "nvidia"
     assert device_nodes["nvidia3"] == (195, 3) and device_nodes["nvidiactl"] == (195, 255)
     assert len(host.visible_gpus()) == 8
+
+
+def test_a_host_with_its_own_kernel_gets_only_the_hardware(tmp_path, monkeypatch, device_nodes):
+    """On a VM host the real kernel has loaded nvidia (its /sys/module shows it): the boot layer binds the
+    simulated GPUs to it and leaves the kernel's part (command line, sysctl, modules, udev) to the kernel."""
+    host, hardware = bare_host(tmp_path, "h200x8")
+    hardware["gpus"][3]["fallen_off_bus"] = True
+    host.write_hardware(hardware)
+    write(tmp_path, "sys/module/nvidia/version", DRIVER + "\n")
+    write(tmp_path, "sys/module/nvidia/initstate", "live\n")
+    mounted = []
+    monkeypatch.setattr(boot, "mount_simulated_sysfs", lambda host: mounted.append(host))
+    for step in ("boot_with_command_line", "simulate_sysctls", "load_kernel_modules", "load_on_demand_modules_at_boot",
+                 "refresh_disk_links", "mount_fstab_block_devices"):
+        monkeypatch.setattr(boot, step, lambda host, step=step: pytest.fail(f"{step} on a host with its own kernel"))
+    boot.boot(host)
+    assert mounted == [host]
+    assert all(bound_driver(tmp_path, gpu["pci_bus_id"]) == "nvidia" for gpu in hardware["gpus"])
+    assert not device_nodes  # the kernel's module makes them
+    assert (tmp_path / f"sys/firmware/efi/vars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}/data").read_bytes() == b"\x00"
 
 
 def test_secure_boot_refuses_the_unsigned_modules(tmp_path, capsys, container_boot, device_nodes):

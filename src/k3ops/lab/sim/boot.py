@@ -1,6 +1,8 @@
 """The lab host's boot layer: what firmware, the kernel and udev would do on real hardware.
 
-Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`), it
+Run by systemd early at every boot of a lab host (`k3ops-lab-hardware.service`). On a VM host, which has a
+kernel, bootloader and udev of its own, it only clears the faults a reboot clears and lays out the
+hardware's sysfs (own_kernel). On a container host, which shares the controller's kernel, it
 - clears the faults a reboot clears on real hardware (a GPU fallen off the bus is back, NVLink and XGMI
   links retrain, the GPU reset of a boot activates pending row remaps) and writes hardware.json back,
 - lays out the sysfs that real `lspci`, `dmidecode` and `mokutil` read (tmpfs mounts made by nspawn),
@@ -57,6 +59,9 @@ EFI_VARIABLE_ATTRIBUTES = 0x6  # boot service and runtime access, as firmware se
 EFI_VARIABLE_LAYOUT = "<1024s16sQ1024sQI"
 BLOCK_SOURCES = ("UUID=", "LABEL=", "/dev/")
 UDEV_POLL_SECONDS = 0.5
+CONTAINER_MARKER = "run/systemd/container"
+# What the boot layer lays over a kernel of its own (a container host's nspawn mounts these, and /sys/module).
+OWN_KERNEL_SIMULATED_SYSFS = ("sys/bus/pci", "sys/firmware")
 # Kernel tunables deploys set, with the kernel's defaults. /proc/sys is read-only in a container and
 # belongs to the controller's kernel, so each is a file bind-mounted over its /proc/sys entry.
 SIMULATED_SYSCTLS = {"kernel.numa_balancing": "1"}
@@ -343,9 +348,33 @@ def bind_gpu_drivers(host: SimHost, hardware: dict, loaded: dict[str, str]) -> N
     create_device_nodes(host, loaded)
 
 
+def own_kernel(host: SimHost) -> bool:
+    """Whether the host runs a kernel of its own (a VM host): systemd-nspawn tells its containers
+    that they are one in /run/systemd/container."""
+    return not host.path(CONTAINER_MARKER).exists()
+
+
+def mount_simulated_sysfs(host: SimHost) -> None:
+    for mount in OWN_KERNEL_SIMULATED_SYSFS:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "k3ops-lab-hardware", str(host.path(mount))],
+                       check=True)
+
+
+def boot_own_kernel(host: SimHost, hardware: dict) -> None:
+    """On a host with its own kernel, the kernel, GRUB, sysctl, modules-load and udev are real: only the
+    hardware is laid out, over the kernel's own /sys/bus/pci and /sys/firmware (this runs after udev's
+    coldplug has read them), with the drivers the real kernel has loaded bound to it."""
+    mount_simulated_sysfs(host)
+    write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded_modules(host)))
+    write_secure_boot_state(host, bool(hardware.get("secure_boot")))
+
+
 def boot(host: SimHost) -> None:
     clear_transient_faults(host)
     hardware = host.hardware()
+    if own_kernel(host):
+        boot_own_kernel(host, hardware)
+        return
     boot_with_command_line(host)
     simulate_sysctls(host)
     loaded = load_kernel_modules(host)

@@ -1,4 +1,4 @@
-"""One lab host: an overlay of the base image, its NVMe loop devices, its cgroup and its systemd-nspawn.
+"""A container lab host: an overlay of the base image, its NVMe loop devices, its cgroup and its systemd-nspawn.
 
 The host's files, block devices and network namespace outlive its container, so a reboot inside
 the host (nspawn exits 133) brings it back by the supervisor with the same disks and address.
@@ -8,43 +8,26 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from . import state
 from .debian import Mirrors
-from .profiles import get_profile
+from .host_files import HARDWARE_UNIT, HARDWARE_UNIT_NAME, SIM_ON_HOST, host_files, new_ssh_host_keys
+from .processes import kill_matching, terminate
 from .services import vendor_repo_url
 from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS
 
-SIM_SOURCE = Path(__file__).parent / "sim"
-SIM_ON_HOST = "usr/lib/k3ops-lab-sim/labsim"
-HARDWARE_ON_HOST = "etc/k3ops-lab/hardware.json"
 KERNEL_KEYRING = "usr/share/keyrings/k3ops-lab-kernel.asc"
 REBOOT_EXIT_STATUS = 133
+BOOT_TIMEOUT_SECONDS = 120
 NETNS_PATH = "/run/netns"
 # nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
 SIMULATED_SYSFS = ("/sys/module", "/sys/bus/pci", "/sys/firmware")
-HARDWARE_UNIT = """[Unit]
-Description=k3ops lab: simulated firmware, kernel modules and udev for this host's hardware profile
-DefaultDependencies=no
-After=systemd-remount-fs.service
-Before=local-fs.target sysinit.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/python3 -c "import sys; sys.path.insert(0, '/usr/lib/k3ops-lab-sim'); from labsim.boot import main; sys.exit(main([]))"
-
-[Install]
-WantedBy=sysinit.target
-"""
 UDEV_UNIT = """[Unit]
 Description=k3ops lab: keeps /dev/disk/by-uuid links as udev would
 After=k3ops-lab-hardware.service
@@ -84,7 +67,7 @@ sys.path.insert(0, "/usr/lib/k3ops-lab-sim")
 from labsim.boot import modprobe_main
 sys.exit(modprobe_main(sys.argv[1:]))
 """
-LAB_UNITS = {"k3ops-lab-hardware.service": ("sysinit.target", HARDWARE_UNIT),
+LAB_UNITS = {HARDWARE_UNIT_NAME: ("sysinit.target", HARDWARE_UNIT),
              "k3ops-lab-udev.service": ("multi-user.target", UDEV_UNIT)}
 # Where the cgroup hierarchy systemd tracks units in may be mounted: all of /sys/fs/cgroup (cgroup v2),
 # /sys/fs/cgroup/unified beside the v1 controllers (hybrid), or v1's name=systemd (legacy).
@@ -106,7 +89,7 @@ def create(host: state.LabHost, lab: state.Lab, base: Path, repo: Path, mirrors:
         subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
                         f"lowerdir={base},upperdir={where['upper']},workdir={where['work']}", str(where["root"])],
                        check=True)
-    hardware = get_profile(host.profile).hardware(host.name, nvme_size_gib=nvme_size_gib)
+    hardware = host.hardware(nvme_size_gib)
     host.nvme_loops = [_attach_disk(where["disks"] / f"{disk['name']}.img", disk["size_gib"]) for disk in hardware["nvme"]]
     _write_host_files(where["root"], host, lab, hardware, mirrors, repo)
     _install_kernel_packages(where["root"], repo / KERNEL_PACKAGES_PATH)
@@ -137,36 +120,28 @@ def _attach_disk(image: Path, size_gib: int) -> str:
 
 def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware: dict, mirrors: Mirrors,
                       repo: Path) -> None:
-    def write(relative: str, content: str, mode: int = 0o644) -> None:
+    def write(relative: str, content: str | bytes, mode: int = 0o644) -> None:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
+        if isinstance(content, str):
+            content = content.encode()
+        path.write_bytes(content)
         path.chmod(mode)
 
-    write("etc/hostname", host.name + "\n")
-    write("etc/machine-id", hashlib.md5(f"k3ops-lab/{host.name}".encode()).hexdigest() + "\n", 0o444)
-    hosts_lines = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{host.name}", f"{state.CONTROLLER_ADDRESS}\tk3lab-controller"]
-    hosts_lines += [f"{other.address}\t{other.name}" for other in lab.hosts if other.name != host.name]
-    write("etc/hosts", "\n".join(hosts_lines) + "\n")
-    write("etc/resolv.conf", "# k3ops lab: no DNS and no route out; apt goes through the controller's proxy\n")
-    write("root/.ssh/authorized_keys", Path(f"{state.ssh_key()}.pub").read_text(), 0o600)
+    shutil.rmtree(root / SIM_ON_HOST, ignore_errors=True)
+    for relative, file in host_files(host, lab, hardware, mirrors).items():
+        write(relative, file.content, file.mode)
     (root / "root/.ssh").chmod(0o700)
     if not list((root / "etc/ssh").glob("ssh_host_*_key")):
-        subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
+        for relative, file in new_ssh_host_keys().items():
+            write(relative, file.content, file.mode)
+    # Container-only: the boot layer's stand-ins for what the controller's shared kernel cannot do per host.
+    write("etc/machine-id", hashlib.md5(f"k3ops-lab/{host.name}".encode()).hexdigest() + "\n", 0o444)
     (root / "etc/apt/sources.list").unlink(missing_ok=True)
-    write("etc/apt/sources.list.d/debian.sources", mirrors.sources())
     # The lab's kernel packages stand in for the distribution's own: a source from the start, like Debian's.
     write(KERNEL_KEYRING, (repo / SIGNING_KEY_PATHS[0]).read_text())
     write("etc/apt/sources.list.d/k3ops-lab-kernel.sources",
           f"Types: deb\nURIs: {vendor_repo_url()}/{KERNEL_PACKAGES_PATH}/\nSuites: /\nSigned-By: /{KERNEL_KEYRING}\n")
-    write("etc/apt/apt.conf.d/00k3ops-lab-proxy",
-          f'Acquire::http::Proxy "http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}";\n'
-          f'Acquire::http::Proxy::{state.CONTROLLER_ADDRESS} "DIRECT";\n'
-          'Acquire::Retries "3";\n')
-    write(HARDWARE_ON_HOST, json.dumps(hardware, indent=2) + "\n")
-    sim_target = root / SIM_ON_HOST
-    shutil.rmtree(sim_target, ignore_errors=True)
-    shutil.copytree(SIM_SOURCE, sim_target, ignore=shutil.ignore_patterns("__pycache__"))
     write(MODPROBE_ON_HOST, MODPROBE, 0o755)
     write("etc/systemd/system/docker.service.d/k3ops-lab.conf", DOCKERD_DROP_IN)
     write("etc/systemd/system/systemd-timesyncd.service.d/k3ops-lab.conf", TIMESYNCD_DROP_IN)
@@ -184,7 +159,7 @@ def nspawn_command(host: state.LabHost) -> list[str]:
     So /proc/uptime inside the host counts from this boot, as on a real machine: pyinfra's
     `server.reboot` and other tools that watch uptime see the reboot.
     """
-    hardware = get_profile(host.profile).hardware(host.name)
+    hardware = host.hardware()
     controller_uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
     command = [
         "unshare", "--time", "--fork", f"--boottime=-{max(controller_uptime - 1, 0)}",
@@ -266,7 +241,7 @@ def supervisor_pid(host: state.LabHost) -> int | None:
     return pid if b"k3ops.lab.supervisor" in cmdline and host.name.encode() in cmdline else None
 
 
-def container_running(host: state.LabHost) -> bool:
+def running(host: state.LabHost) -> bool:
     pid = supervisor_pid(host)
     if pid is None:
         return False
@@ -276,15 +251,7 @@ def container_running(host: state.LabHost) -> bool:
 
 def stop(host: state.LabHost, timeout: float = 30.0) -> None:
     """Shut the container down cleanly, then forcibly if it hangs."""
-    pid = supervisor_pid(host)
-    if pid is None:
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and supervisor_pid(host):
-        time.sleep(0.2)
-    if supervisor_pid(host):
-        os.killpg(pid, signal.SIGKILL)
+    terminate(lambda: supervisor_pid(host), timeout, lambda pid: os.killpg(pid, signal.SIGKILL))
 
 
 def destroy(host: state.LabHost) -> None:
@@ -303,13 +270,7 @@ def remove_strays(directory: Path) -> None:
     Covers what a crashed `lab up` or a lost state file leaves behind, so `lab down` always cleans up.
     """
     marker = f"--directory={directory}".encode()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker in (proc / "cmdline").read_bytes():
-                    os.kill(int(proc.name), signal.SIGKILL)
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                pass
+    kill_matching(lambda cmdline: marker in cmdline)
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m.startswith(f"{directory}/")), reverse=True):
         subprocess.run(["umount", "--lazy", mount], capture_output=True)
