@@ -18,7 +18,7 @@ from pathlib import Path
 from . import state
 from .debian import Mirrors
 from .host_files import HARDWARE_UNIT, HARDWARE_UNIT_NAME, SIM_ON_HOST, host_files, new_ssh_host_keys
-from .processes import kill_matching, terminate
+from .processes import kill_matching, pid_from_file, terminate
 from .services import vendor_repo_url
 from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS
 
@@ -232,13 +232,7 @@ def start(host: state.LabHost) -> None:
 
 
 def supervisor_pid(host: state.LabHost) -> int | None:
-    """The running supervisor's pid, checked against /proc so a stale pid file is not trusted."""
-    try:
-        pid = int(paths(host)["supervisor.pid"].read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ValueError):
-        return None
-    return pid if b"k3ops.lab.supervisor" in cmdline and host.name.encode() in cmdline else None
+    return pid_from_file(paths(host)["supervisor.pid"], b"k3ops.lab.supervisor", host.name.encode())
 
 
 def running(host: state.LabHost) -> bool:

@@ -31,8 +31,8 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, b
     """Start a lab of `count` hosts (profiles in order, the rest the default; one backend for all, or one
     per host); reuse a running one with the same hosts."""
     wanted = _wanted_hosts(count, profiles, backends or [], nvme_devices)
-    missing = [command for command in REQUIRED_COMMANDS + (VM_COMMANDS if any(h.backend == "vm" for h in wanted) else ())
-               if shutil.which(command) is None]
+    with_vm = any(host.backend == "vm" for host in wanted)
+    missing = [command for command in REQUIRED_COMMANDS + (VM_COMMANDS if with_vm else ()) if shutil.which(command) is None]
     if missing:
         raise LabError(f"missing commands: {', '.join(missing)} (install them, e.g. with the README's test command)")
     existing = state.load()
@@ -47,7 +47,7 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, b
     _ensure_ssh_key()
     _ensure_api_key()
     base = image.base_image(mirrors, log=log)
-    disk_image = vm_image.vm_image(base, mirrors, log=log) if any(h.backend == "vm" for h in lab.hosts) else None
+    disk_image = vm_image.vm_image(base, mirrors, log=log) if with_vm else None
     repo = vendor_repo.build(log=log)
     wheelhouse.publish(wheelhouse.build(log=log), repo)
     llama_server.publish(llama_server.build(log=log), repo)
@@ -60,6 +60,7 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, b
     services.prime_apt_proxy(mirrors.release_files())
     for host in lab.hosts:
         if host.backend == "vm":
+            network.create_tap(host)
             vm.create(host, lab, disk_image, mirrors, nvme_size_gib)
             state.save(lab)
             vm.start(host, disk_image)

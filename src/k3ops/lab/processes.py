@@ -9,6 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def pid_from_file(pid_file: Path, *markers: bytes) -> int | None:
+    """The pid a pid file names while that process runs and its command line holds every marker; a stale
+    pid file (the process gone, or the pid reused) names nothing."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if all(marker in cmdline for marker in markers) else None
+
+
 def terminate(pid_now: Callable[[], int | None], timeout: float, kill: Callable[[int], None]) -> None:
     """SIGTERM the process `pid_now()` names, and `kill(pid)` it if it is still there after `timeout`."""
     pid = pid_now()

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import network, state
 from .debian import Mirrors
 from .host_files import HostFile, host_files, new_ssh_host_keys
-from .processes import kill_matching, terminate
+from .processes import kill_matching, pid_from_file, terminate
 from .qemu import Console, accelerator, qemu_command
 from .vm_image import DISK_FILE, KERNEL_FILE, SEED_SERIAL
 
@@ -48,7 +48,7 @@ def network_file(host: state.LabHost) -> str:
 
 
 def create(host: state.LabHost, lab: state.Lab, image: Path, mirrors: Mirrors, nvme_size_gib: int) -> None:
-    """The host's disk over the image, its NVMe devices, seed and tap; idempotent for a host that exists."""
+    """The host's disk over the image, its NVMe devices and seed; idempotent for a host that exists."""
     where = paths(host)
     where["disks"].mkdir(parents=True, exist_ok=True)
     if not where[DISK_FILE].exists():
@@ -64,7 +64,6 @@ def create(host: state.LabHost, lab: state.Lab, image: Path, mirrors: Mirrors, n
         files = {**host_files(host, lab, hardware, mirrors), **new_ssh_host_keys(),
                  NETWORK_FILE: HostFile(network_file(host).encode())}
         where["seed.tar"].write_bytes(_tar(files))
-    network.create_tap(host)
 
 
 def _tar(files: dict[str, HostFile]) -> bytes:
@@ -112,13 +111,7 @@ def start(host: state.LabHost, image: Path) -> None:
 
 
 def qemu_pid(host: state.LabHost) -> int | None:
-    """The running QEMU's pid, checked against /proc so a stale pid file is not trusted."""
-    try:
-        pid = int(paths(host)["qemu.pid"].read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ValueError):
-        return None
-    return pid if str(paths(host)[DISK_FILE]).encode() in cmdline else None
+    return pid_from_file(paths(host)["qemu.pid"], str(paths(host)[DISK_FILE]).encode())
 
 
 def running(host: state.LabHost) -> bool:
