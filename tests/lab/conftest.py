@@ -17,6 +17,8 @@ from k3ops.lab import state
 from ..conftest import REPO_ROOT
 
 COMMAND_TIMEOUT = 900  # a hung host fails the test instead of hanging CI
+# The host checks of deploys/gpu_host.py: all but the model's and the engine's.
+GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
 
 
 def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:

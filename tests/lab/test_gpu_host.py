@@ -14,12 +14,12 @@ from k3ops.lab import faults
 from k3ops.onhost import layout
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
-from .conftest import changed_operations, deploy_report, host_checks, lab_inventory, on_host, pyinfra, reboot
+from .conftest import (GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, lab_inventory, on_host, pyinfra,
+                       reboot)
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu", "gb300x4")
 # This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
 # tests/lab/test_model.py and tests/lab/test_serving.py.
-GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
 # vLLM and SGLang cannot run without GPUs (or a registry): their units are installed on the GPU hosts this
 # deploy prepared, and systemd itself checks them. (host, GPU vendor, recipe, node rank, data); the lab has
 # no GB300 tray, and an H200 host has everything a GB300 unit needs from a host.

@@ -111,6 +111,7 @@ def test_lab_down_stops_the_hub(lab):
     assert services._processes(services.HUB_SIGNATURE)
     k3ops("lab", "down")
     assert services._processes(services.HUB_SIGNATURE) == []
-    listening = subprocess.run(["ss", "-Hltn", f"sport = :{state.HUB_PORT}"], check=True, capture_output=True,
-                               text=True).stdout
+    # This lab's address (another lab, K3OPS_LAB_INSTANCE, may serve its own hub beside it).
+    listening = subprocess.run(["ss", "-Hltn", f"src {state.CONTROLLER_ADDRESS} and sport = :{state.HUB_PORT}"],
+                               check=True, capture_output=True, text=True).stdout
     assert listening.strip() == ""

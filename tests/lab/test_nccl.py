@@ -19,11 +19,11 @@ from k3ops.lab import faults
 from ..conftest import REPO_ROOT
 from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command
 
-LAB_PROFILES = ("h200x8",) * 6
-HOSTS = [f"gpu-{index:02d}" for index in range(1, 7)]
+LAB_PROFILES = ("h200x8",) * 4
+HOSTS = [f"gpu-{index:02d}" for index in range(1, 5)]
 DIGEST = "sha256:" + "5e" * 32
 ENGINE_CLUSTER = {"recipe": "vllm-h200x8-2node", "cluster": "h200-a", "image_digest": DIGEST}
-GROUPS = {"gpu-03": "h200-b", "gpu-04": "h200-b", "gpu-05": "h200-c", "gpu-06": "h200-c"}
+GROUPS = {"gpu-03": "h200-b", "gpu-04": "h200-b"}
 HARDWARE = faults.HARDWARE
 PER_HOST = {"gpu-01": {"engine": ENGINE_CLUSTER}, "gpu-02": {"engine": ENGINE_CLUSTER},
             **{name: {"nccl_group": group} for name, group in GROUPS.items()}}
@@ -136,40 +136,40 @@ def test_without_gpudirect_rdma_the_host_is_named(fleet):
 
 
 def test_a_slow_host_that_looks_healthy_is_found_by_pairs(fleet):
-    status, found = check_with_fault(fleet, "gpu-06", "nic_throughput_share", 0.5)
+    status, found = check_with_fault(fleet, "gpu-04", "nic_throughput_share", 0.5)
     assert status == 1
-    assert all(check["passed"] for check in found["hosts"]["gpu-06"]["prechecks"])  # nothing shows but speed
-    assert found["localization"]["h200-c"]["at_fault"] == ["gpu-06"]
-    assert found["localization"]["h200-c"]["cleared"] == ["gpu-05"]
-    assert len(found["localization"]["h200-c"]["rounds"]) == 1
-    assert found["hosts"]["gpu-06"]["at_fault"] and not found["hosts"]["gpu-05"]["at_fault"]
-    assert all(found["hosts"][name]["verdict"] == "pass" for name in HOSTS if name not in ("gpu-05", "gpu-06"))
+    assert all(check["passed"] for check in found["hosts"]["gpu-04"]["prechecks"])  # nothing shows but speed
+    assert found["localization"]["h200-b"]["at_fault"] == ["gpu-04"]
+    assert found["localization"]["h200-b"]["cleared"] == ["gpu-03"]
+    assert len(found["localization"]["h200-b"]["rounds"]) == 1
+    assert found["hosts"]["gpu-04"]["at_fault"] and not found["hosts"]["gpu-03"]["at_fault"]
+    assert all(found["hosts"][name]["verdict"] == "pass" for name in HOSTS if name not in ("gpu-03", "gpu-04"))
 
 
 def test_without_a_known_good_host_the_slow_one_is_found_alone_through_its_nics(fleet):
     """Only the pair is checked (a fleet of one cluster): no reference to pair with, so each host runs
     all_reduce with peer access and shared memory off, every byte through its own NICs."""
-    status, found = check_with_fault(fleet, "gpu-06", "nic_throughput_share", 0.5, "--limit", "gpu-05,gpu-06")
+    status, found = check_with_fault(fleet, "gpu-04", "nic_throughput_share", 0.5, "--limit", "gpu-03,gpu-04")
     assert status == 1
-    located = found["localization"]["h200-c"]
-    assert (located["rounds"], located["at_fault"], located["cleared"]) == ([], ["gpu-06"], ["gpu-05"])
-    assert located["nic_loopback"] == [["gpu-05", True], ["gpu-06", False]]
-    assert "located at fault in h200-c's failure" in found["hosts"]["gpu-06"]["reasons"]
+    located = found["localization"]["h200-b"]
+    assert (located["rounds"], located["at_fault"], located["cleared"]) == ([], ["gpu-04"], ["gpu-03"])
+    assert located["nic_loopback"] == [["gpu-03", True], ["gpu-04", False]]
+    assert "located at fault in h200-b's failure" in found["hosts"]["gpu-04"]["reasons"]
 
 
 def test_a_host_whose_nccl_ports_do_not_answer_hangs_its_tests_and_is_named(fleet, tmp_path):
-    """A firewall on gpu-06 drops NCCL's bootstrap connections (SSH and MPI's launch still work): NCCL retries
+    """A firewall on gpu-04 drops NCCL's bootstrap connections (SSH and MPI's launch still work): NCCL retries
     for over an hour, so the check's time limit ends the test, reports a hang, kills what it left on every
     host, skips the cluster's next test and finds the host by pairs, each of which it also ends."""
     short = lab_inventory(tmp_path / "short.py", per_host=PER_HOST, nccl_timeout_seconds=30)
-    status, found = check_with_fault(short, "gpu-06", "bootstrap_unreachable", True)
+    status, found = check_with_fault(short, "gpu-04", "bootstrap_unreachable", True)
     assert status == 1
-    across = [test for test in found["hosts"]["gpu-06"]["tests"] if test["hosts"] == ["gpu-05", "gpu-06"]]
+    across = [test for test in found["hosts"]["gpu-04"]["tests"] if test["hosts"] == ["gpu-03", "gpu-04"]]
     assert [(test["test"], test["verdict"]) for test in across] == [("cluster_all_reduce", "hang"),
                                                                      ("cluster_alltoall", "fail")]
     assert across[0]["reason"].startswith("did not finish within 30 s")
     assert across[1]["reason"] == "not run: cluster_all_reduce hung"
-    assert found["localization"]["h200-c"]["at_fault"] == ["gpu-06"]
+    assert found["localization"]["h200-b"]["at_fault"] == ["gpu-04"]
     for name in HOSTS:
         assert on_host(name, "pgrep -u k3ops-nccl", check=False).returncode == 1, f"test processes left on {name}"
 

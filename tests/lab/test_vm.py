@@ -1,6 +1,12 @@
-"""A VM lab host (`k3ops lab up --backend vm`): Debian's cloud kernel booted by GRUB from the VM's disk, with
-two emulated NVMe devices, a kernel log of its own, and nothing left behind by `lab down`. Run beside the
-unit tests (scripts/test), so it must stay about as short as they are.
+"""A VM lab host (`k3ops lab up --backend vm`): Debian's cloud kernel booted by GRUB from the VM's disk, two
+emulated NVMe devices, real udev and md, and a kernel of its own for the GPU driver.
+
+deploys/gpu_host.py installs the lab's driver packages, whose DKMS source the real dkms builds against the VM's
+kernel headers; the kernel loads the stand-in module at boot, and the checks that read the kernel (lsmod,
+/proc/driver/nvidia, its log) answer honestly. The model cache deploy takes the RAID0 path for real: the array
+is made once, assembled again by udev after a real reboot, mounted from fstab by UUID, never made again.
+`lab down` leaves nothing. scripts/test runs this module in a lab of its own (K3OPS_LAB_INSTANCE) beside the
+other tests, at a low priority: TCG keeps a core busy, and the other tests use about one.
 """
 
 from __future__ import annotations
@@ -8,17 +14,26 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from k3ops.lab import lab as lab_module
 from k3ops.lab import network, state
 
-from .conftest import k3ops, on_host, reboot
+from .conftest import GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, k3ops, on_host, reboot
 
-LAB_PROFILES = ("cpu",)
+LAB_PROFILES = ("h200x8",)
 LAB_BACKENDS = ("vm",)
 LAB_NVME_DEVICES = 2
 HOST = "gpu-01"
+GPUS = 8
+PEERMEM_CHECK = ("-k", f"gpudirect and {HOST}")
+CACHE = "/srv/k3ops/models"
+ARRAY = "/dev/md/k3ops-models"
+MARKER = f"{CACHE}/.k3ops-lab-before-reboot"
+MODEL_CACHE = "k3ops.deploys.model_cache.model_cache"  # the model cache deploy, its packaged function
 
 
 def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
@@ -34,6 +49,82 @@ def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
     assert on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout != Path("/proc/sys/kernel/random/boot_id").read_text()
     disks = [line.split() for line in on_host(HOST, "lsblk -d -n -o NAME,TRAN").stdout.splitlines()]
     assert sorted(disk[0] for disk in disks if disk[1:] == ["nvme"]) == ["nvme0n1", "nvme1n1"]
+    assert on_host(HOST, "test -e /sys/module/nvidia", check=False).returncode == 1  # no driver before the deploy
+
+
+@pytest.fixture(scope="module")
+def deployed(lab) -> dict:
+    """The GPU host deploy's report, and the driver release it installed."""
+    report = deploy_report("deploys/gpu_host.py", "--limit", HOST)
+    package = on_host(HOST, "dpkg-query -W -f '${Version}' nvidia-kernel-open-dkms").stdout
+    return {"report": report, "driver": package.rsplit("-", 1)[0]}
+
+
+def driver_version() -> str:
+    return on_host(HOST, "cat /sys/module/nvidia/version").stdout.strip()
+
+
+def test_dkms_builds_the_driver_for_this_kernel_and_the_kernel_loads_it_at_boot(deployed):
+    driver, release = deployed["driver"], on_host(HOST, "uname -r").stdout.strip()
+    assert "Reboot to load NVIDIA kernel module" in " ".join(changed_operations(deployed["report"]))
+    assert on_host(HOST, "dkms status nvidia").stdout.strip() == f"nvidia/{driver}, {release}, x86_64: installed"
+    assert driver_version() == driver
+    assert on_host(HOST, "cat /sys/module/nvidia/taint").stdout.strip() == "OE"  # out of tree, unsigned; open: no P
+    assert f"Open Kernel Module for x86_64  {driver}" in on_host(HOST, "head -n 1 /proc/driver/nvidia/version").stdout
+    assert f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {driver}" in \
+        on_host(HOST, "journalctl -k -b -o cat").stdout
+    assert "195 nvidia" in on_host(HOST, "cat /proc/devices").stdout.splitlines()
+    nodes = on_host(HOST, "stat -c '%n %F %t %T %a' /dev/nvidia[0-9]* /dev/nvidiactl").stdout.splitlines()
+    assert nodes == [f"/dev/nvidia{index} character special file c3 {index:x} 666" for index in range(GPUS)] + \
+        ["/dev/nvidiactl character special file c3 ff 666"]
+    assert f"Driver Version: {driver}" in on_host(HOST, "nvidia-smi").stdout
+
+
+def test_the_peermem_check_fails_once_the_module_is_unloaded(deployed):
+    """The GPUDirect check reads the kernel: nvidia_peermem loaded by the deploy passes, unloaded fails."""
+    assert "nvidia_peermem" in on_host(HOST, "lsmod").stdout
+    assert host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
+    on_host(HOST, "rmmod nvidia_peermem")
+    try:
+        unloaded = host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py")
+        assert unloaded.returncode == 1 and "1 failed" in unloaded.stdout, unloaded.stdout[-3000:]
+    finally:
+        on_host(HOST, "modprobe nvidia-peermem")
+    assert host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
+
+
+def test_a_gpu_fallen_off_the_bus_is_in_the_kernel_log_the_doctor_reads(deployed):
+    """The lab fault also has the driver log its Xid, through the stand-in module, into this kernel's log."""
+    bus = json.loads(on_host(HOST, "cat /etc/k3ops-lab/hardware.json").stdout)["gpus"][3]["pci_bus_id"]
+    k3ops("lab", "fault", HOST, "gpu-lost")
+    try:
+        line = f"NVRM: Xid (PCI:{bus.rsplit('.', 1)[0]}): 79, GPU has fallen off the bus"
+        assert line in on_host(HOST, "journalctl -k -b -o cat").stdout.splitlines()
+        found = json.loads(k3ops("doctor", "inventory/lab/hosts.py", "--json", check=False).stdout)["hosts"][0]
+        # The Xid names the cause; the GPU missing from nvidia-smi is its evidence, not a second incident.
+        assert [finding["runbook"] for finding in found["findings"]] == ["gpu-fallen-off-bus"], found
+        finding, pci = found["findings"][0], bus.rsplit(".", 1)[0]
+        assert any(f"Xid 79 on PCI {pci}: GPU has fallen off the bus" in line for line in finding["evidence"]), finding
+        assert any(line.startswith(f"{GPUS - 1} GPUs visible") for line in finding["evidence"]), finding
+        assert finding["variables"]["GPU_PCI"] == pci
+    finally:
+        k3ops("lab", "fault", HOST, "--clear")
+
+
+def array() -> dict[str, str]:
+    """The model cache array as mdadm reports it (MD_LEVEL, MD_UUID, ...)."""
+    return dict(line.split("=", 1) for line in on_host(HOST, f"mdadm --detail --export {ARRAY}").stdout.splitlines())
+
+
+def test_the_model_cache_is_one_raid0_array_of_both_devices_mounted_by_uuid(deployed):
+    assert changed_operations(deploy_report(MODEL_CACHE, "--limit", HOST))
+    detail = array()
+    assert (detail["MD_LEVEL"], detail["MD_DEVICES"]) == ("raid0", "2")
+    assert sorted(on_host(HOST, f"ls /sys/block/$(basename $(readlink -f {ARRAY}))/slaves").stdout.split()) \
+        == ["nvme0n1", "nvme1n1"]
+    volume_uuid = on_host(HOST, f"blkid -o value -s UUID {ARRAY}").stdout.strip()
+    assert [line.split()[:3] for line in on_host(HOST, "cat /etc/fstab").stdout.splitlines()
+            if CACHE in line.split()] == [[f"UUID={volume_uuid}", CACHE, "xfs"]]
 
 
 def grub_boots() -> int:
@@ -42,18 +133,39 @@ def grub_boots() -> int:
     return console.count("Booting `Debian GNU/Linux'")
 
 
-def test_a_reboot_goes_through_the_firmware_and_grub_again(lab):
-    boot_id, boots = on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout, grub_boots()
-    on_host(HOST, "echo kept > /var/tmp/k3ops-lab-before-reboot")
+def test_after_a_reboot_through_grub_the_driver_and_the_array_come_back(deployed):
+    """A real reboot (firmware, GRUB, the kernel): the kernel loads the driver and modules-load.d its peermem,
+    udev assembles the array, systemd mounts it from fstab by UUID with its data; the old boot's Xid is gone."""
+    before = array()["MD_UUID"]
+    on_host(HOST, f"echo kept > {MARKER}")
+    boot_id, boots, started = on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout, grub_boots(), time.monotonic()
     reboot(HOST)
     assert on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id
-    assert float(on_host(HOST, "cut -d' ' -f1 /proc/uptime").stdout) < 120  # a new kernel, not a restarted container
-    assert on_host(HOST, "cat /var/tmp/k3ops-lab-before-reboot").stdout.strip() == "kept"
+    # A new kernel, booted since the reboot began (not a restarted container, whose uptime is the controller's).
+    assert float(on_host(HOST, "cut -d' ' -f1 /proc/uptime").stdout) < time.monotonic() - started
     assert grub_boots() == boots + 1
+    assert driver_version() == deployed["driver"]
+    assert "nvidia_peermem" in on_host(HOST, "lsmod").stdout
+    assert "NVRM: Xid" not in on_host(HOST, "journalctl -k -b -o cat").stdout
+    assert array()["MD_UUID"] == before
+    source = on_host(HOST, f"findmnt -n -o SOURCE,FSTYPE {CACHE}").stdout.split()
+    assert source[1] == "xfs" and on_host(HOST, f"readlink -f {source[0]}").stdout == \
+        on_host(HOST, f"readlink -f {ARRAY}").stdout
+    assert on_host(HOST, f"cat {MARKER}").stdout.strip() == "kept"
+
+
+def test_after_the_reboot_the_deploys_change_nothing_and_the_checks_pass(deployed):
+    assert changed_operations(deploy_report("deploys/gpu_host.py")) == []
+    assert changed_operations(deploy_report(MODEL_CACHE, "--limit", HOST)) == []
+    checks = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
+    assert checks.returncode == 0 and " failed" not in checks.stdout, checks.stdout[-4000:]
+    cache = host_checks("inventory/lab/hosts.py", "-k", f"(cache_is or raid0_cache) and {HOST}",
+                        checks="tests/hosts/test_model.py")
+    assert cache.returncode == 0 and "2 passed" in cache.stdout, cache.stdout[-3000:]
 
 
 def test_down_stops_the_vm_and_removes_its_tap(lab):
     k3ops("lab", "down")
-    assert subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"qemu-system-x86_64.*{state.STATE_DIR}/"], capture_output=True).returncode == 1
     assert network.lab_taps() == []
     assert not state.STATE_DIR.exists()

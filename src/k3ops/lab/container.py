@@ -20,7 +20,7 @@ from .debian import Mirrors
 from .host_files import HARDWARE_UNIT, HARDWARE_UNIT_NAME, SIM_ON_HOST, host_files, new_ssh_host_keys
 from .processes import kill_matching, pid_from_file, terminate
 from .services import vendor_repo_url
-from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS
+from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS, STAND_IN_DKMS_VERSION
 
 KERNEL_KEYRING = "usr/share/keyrings/k3ops-lab-kernel.asc"
 REBOOT_EXIT_STATUS = 133
@@ -72,7 +72,6 @@ LAB_UNITS = {HARDWARE_UNIT_NAME: ("sysinit.target", HARDWARE_UNIT),
 # Where the cgroup hierarchy systemd tracks units in may be mounted: all of /sys/fs/cgroup (cgroup v2),
 # /sys/fs/cgroup/unified beside the v1 controllers (hybrid), or v1's name=systemd (legacy).
 CGROUP_HIERARCHIES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/systemd"))
-LAB_CGROUP = "k3ops-lab"
 
 
 def paths(host: state.LabHost) -> dict[str, Path]:
@@ -142,6 +141,9 @@ def _write_host_files(root: Path, host: state.LabHost, lab: state.Lab, hardware:
     write(KERNEL_KEYRING, (repo / SIGNING_KEY_PATHS[0]).read_text())
     write("etc/apt/sources.list.d/k3ops-lab-kernel.sources",
           f"Types: deb\nURIs: {vendor_repo_url()}/{KERNEL_PACKAGES_PATH}/\nSuites: /\nSigned-By: /{KERNEL_KEYRING}\n")
+    # The driver packages' dkms is the lab's stand-in, whatever version Debian has.
+    write("etc/apt/preferences.d/k3ops-lab-kernel", f"Package: dkms\nPin: version {STAND_IN_DKMS_VERSION}\n"
+          "Pin-Priority: 1001\n")
     write(MODPROBE_ON_HOST, MODPROBE, 0o755)
     write("etc/systemd/system/docker.service.d/k3ops-lab.conf", DOCKERD_DROP_IN)
     write("etc/systemd/system/systemd-timesyncd.service.d/k3ops-lab.conf", TIMESYNCD_DROP_IN)
@@ -181,13 +183,13 @@ def host_cgroup(host: state.LabHost) -> Path:
     219/CGROUP ("Failed to attach to cgroup").
     """
     hierarchy = next(mount for mount in CGROUP_HIERARCHIES if (mount / "cgroup.procs").exists())
-    return hierarchy / LAB_CGROUP / host.name
+    return hierarchy / state.CGROUP / host.name
 
 
 def remove_cgroups() -> None:
     """Remove the cgroups the lab's hosts ran in, deepest first (a hybrid controller has them twice)."""
     for hierarchy in CGROUP_HIERARCHIES:
-        for directory, _, _ in os.walk(hierarchy / LAB_CGROUP, topdown=False):
+        for directory, _, _ in os.walk(hierarchy / state.CGROUP, topdown=False):
             with contextlib.suppress(OSError):  # still in use: a process that outlived `lab down`
                 os.rmdir(directory)
 
@@ -263,7 +265,7 @@ def remove_strays(directory: Path) -> None:
 
     Covers what a crashed `lab up` or a lost state file leaves behind, so `lab down` always cleans up.
     """
-    marker = f"--directory={directory}".encode()
+    marker = f"--directory={directory}/".encode()
     kill_matching(lambda cmdline: marker in cmdline)
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m.startswith(f"{directory}/")), reverse=True):

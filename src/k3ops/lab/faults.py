@@ -35,6 +35,7 @@ FILL_LEAVES_BYTES = 64 * 1024**2  # below the lab's model_cache_headroom_gib
 PREVIOUS_NVIDIA_MODULE = "580.95.05"
 PREVIOUS_AMDGPU_MODULE = "6.12.12"
 FAULTY_GPU = 3
+DRIVER_LOG_KNOB = "/proc/driver/nvidia/k3ops-lab-log"
 SETTLE_SECONDS = 60
 # The byte in the middle of the active revision's largest file (a weights file), flipped; flipped back only
 # while the file still differs from its manifest (a remedy may have repaired it already).
@@ -64,6 +65,15 @@ def edit_hardware(change: str) -> str:
                                         "json.dump(h, open(p + '.new', 'w'), indent=1); os.replace(p + '.new', p)"])
 
 
+def driver_logs_xid(gpu: int, xid: int, message: str) -> str:
+    """A command that has the driver log an Xid for the GPU, as the real one does when it sees the fault: through
+    the knob of the lab's stand-in nvidia module (kmod/nvidia.c), on a VM host. A container host, whose kernel
+    is the controller's, has no kernel log of its own to write to: nothing happens there."""
+    line = (f"b = json.load(open({HARDWARE!r}))['gpus'][{gpu}]['pci_bus_id'].rsplit('.', 1)[0]; "
+            f"open({DRIVER_LOG_KNOB!r}, 'w').write('Xid (PCI:' + b + '): {xid}, {message}')")
+    return f"if [ -e {DRIVER_LOG_KNOB} ]; then {shlex.join(['python3', '-c', 'import json; ' + line])}; fi"
+
+
 def load_staged_module(module: str) -> str:
     """The kernel running the module the installed package staged again (what a reboot would load)."""
     staged = f"/{KERNEL_MODULE_STAGING}/{module}"
@@ -89,19 +99,23 @@ class LabFault:
     nvswitch: bool = False  # needs an NVSwitch board (fabric manager)
     reboot: bool = False  # takes effect at the next boot: the host reboots after the injection
     settled: str | None = None  # a command that succeeds once the fault shows
+    # Edits the modules a container host's boot layer simulates; a VM host's kernel has modules of its own.
+    container_kernel: bool = False
 
 
 FAULTS = {fault.name: fault for fault in (
     LabFault("driver-mismatch", "the kernel still runs the previous driver's module (userspace upgraded, no reboot)",
              "nvml-driver-mismatch", (f"echo {PREVIOUS_NVIDIA_MODULE} > /sys/module/nvidia/version",),
-             (load_staged_module("nvidia"),), vendor="nvidia"),
+             (load_staged_module("nvidia"),), vendor="nvidia", container_kernel=True),
     LabFault("nvidia-module-unloaded", "the nvidia kernel module is not loaded", "nvidia-driver-not-loaded",
-             ("rm -rf /sys/module/nvidia_peermem /sys/module/nvidia",), ("modprobe nvidia",), vendor="nvidia"),
+             ("rm -rf /sys/module/nvidia_peermem /sys/module/nvidia",), ("modprobe nvidia",), vendor="nvidia",
+             container_kernel=True),
     LabFault("secure-boot-on", "Secure Boot turned on in the firmware: the unsigned module is refused at boot",
              "secure-boot-blocks-driver", (edit_hardware("h['secure_boot'] = True"),),
              (edit_hardware("h['secure_boot'] = False"),), vendor="nvidia", reboot=True),
     LabFault("gpu-lost", f"GPU {FAULTY_GPU} fell off the bus (it comes back at the next boot)", "gpu-count-below-spec",
-             (edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True"),),
+             (edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True"),
+              driver_logs_xid(FAULTY_GPU, 79, "GPU has fallen off the bus")),
              (edit_hardware(f"h['gpus'][{FAULTY_GPU}].pop('fallen_off_bus', None)"),), vendor="nvidia"),
     LabFault("row-remap-pending", f"GPU {FAULTY_GPU} has a row remap pending (a GPU reset activates it)",
              "gpu-memory-errors",
@@ -122,10 +136,10 @@ FAULTS = {fault.name: fault for fault in (
              (edit_hardware("h['nics'][2]['port_state'] = 'Down'"),),
              (edit_hardware("h['nics'][2]['port_state'] = 'Active'"),), vendor="nvidia"),
     LabFault("amdgpu-unloaded", "the amdgpu kernel module is not loaded", "amdgpu-not-loaded",
-             ("rm -rf /sys/module/amdgpu",), ("modprobe amdgpu",), vendor="amd"),
+             ("rm -rf /sys/module/amdgpu",), ("modprobe amdgpu",), vendor="amd", container_kernel=True),
     LabFault("rocm-mismatch", "the kernel still runs another ROCm release's amdgpu (package upgraded, no reboot)",
              "rocm-driver-mismatch", (f"echo {PREVIOUS_AMDGPU_MODULE} > /sys/module/amdgpu/version",),
-             (load_staged_module("amdgpu"),), vendor="amd"),
+             (load_staged_module("amdgpu"),), vendor="amd", container_kernel=True),
     LabFault("xgmi-down", "the XGMI link between GPUs 2 and 3 is down (it retrains at the next boot)", "xgmi-errors",
              (edit_hardware("h.setdefault('faults', {})['xgmi_down_links'] = {'2': [3]}"),),
              (edit_hardware("h.setdefault('faults', {}).pop('xgmi_down_links', None)"),), vendor="amd"),
@@ -156,9 +170,13 @@ class FaultError(ValueError):
     pass
 
 
-def applies(fault: LabFault, profile_name: str) -> str | None:
-    """Why the fault cannot be injected into a host of this profile (None: it can)."""
+def applies(fault: LabFault, host: state.LabHost) -> str | None:
+    """Why the fault cannot be injected into this host, by its profile and backend (None: it can)."""
+    profile_name = host.profile
     profile = get_profile(profile_name)
+    if fault.container_kernel and host.backend == "vm":
+        return (f"{fault.name} edits the modules a container host's boot layer simulates; this VM host's kernel "
+                "has its own (unload or upgrade them for real: rmmod, or a driver install without a reboot)")
     vendor = profile.gpu.model.vendor if profile.gpu else None
     if fault.vendor and vendor != fault.vendor:
         return f"{fault.name} needs a host with {fault.vendor} GPUs; this one is {profile_name}"
@@ -182,7 +200,7 @@ def inject(host: state.LabHost, name: str) -> None:
     fault = FAULTS.get(name)
     if fault is None:
         raise FaultError(f"no lab fault {name!r}: `k3ops lab fault --list` shows them")
-    why_not = applies(fault, host.profile)
+    why_not = applies(fault, host)
     if why_not:
         raise FaultError(f"{host.name}: {why_not}")
     record = [*dict.fromkeys([*injected(host), name])]  # first: a fault half put in can still be cleared

@@ -19,15 +19,12 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def _veth(host: state.LabHost) -> str:
-    return f"k3v-{host.name}"
-
-
-TAP_PREFIX = "k3t-"
+    return state.VETH_PREFIX + host.name
 
 
 def tap_name(host: state.LabHost) -> str:
     """A VM host's NIC on the controller's side: QEMU's tap device, a port of the lab bridge."""
-    return TAP_PREFIX + host.name
+    return state.TAP_PREFIX + host.name
 
 
 def create_bridge() -> None:
@@ -57,14 +54,14 @@ def create_tap(host: state.LabHost) -> None:
 
 
 def delete_tap(name: str) -> None:
-    _ip("link", "del", TAP_PREFIX + name, check=False)
+    _ip("link", "del", state.TAP_PREFIX + name, check=False)
 
 
 def lab_taps() -> list[str]:
     """Host names of every lab tap device present."""
     links = _ip("-o", "link", "show", check=False).stdout.splitlines()
     names = [line.split(":")[1].strip().split("@")[0] for line in links if line.count(":") >= 2]
-    return sorted(name[len(TAP_PREFIX):] for name in names if name.startswith(TAP_PREFIX))
+    return sorted(name[len(state.TAP_PREFIX):] for name in names if name.startswith(state.TAP_PREFIX))
 
 
 def set_link(host: state.LabHost, up: bool) -> None:
@@ -75,7 +72,7 @@ def set_link(host: state.LabHost, up: bool) -> None:
 
 
 def delete_host_namespace(name: str) -> None:
-    _ip("link", "del", f"k3v-{name}", check=False)
+    _ip("link", "del", state.VETH_PREFIX + name, check=False)
     _ip("netns", "del", state.NETNS_PREFIX + name, check=False)
 
 

@@ -59,7 +59,7 @@ def _start(signature: str, command: list[str], log_name: str) -> None:
 def start_apt_proxy() -> None:
     """apt-cacher-ng, fetching from whatever mirror a host asks for (the controller's own)."""
     config_dir = state.STATE_DIR / "apt-cacher-ng"
-    cache = state.CACHE_DIR / "apt-cacher-ng"
+    cache = state.APT_CACHE_DIR
     logs = config_dir / "log"
     for directory in (config_dir, cache, logs):
         directory.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def wait_until_listening(ports: tuple[int, ...] = (state.APT_PROXY_PORT, state.V
 def prime_apt_proxy(index_urls: list[str]) -> None:
     """Fetch the Debian indexes afresh through the proxy, one at a time, before any host asks for them."""
     for url in index_urls:
-        cached = state.CACHE_DIR / "apt-cacher-ng" / url.split("://", 1)[1]
+        cached = state.APT_CACHE_DIR / url.split("://", 1)[1]
         cached.unlink(missing_ok=True)
         cached.with_name(cached.name + ".head").unlink(missing_ok=True)
     proxy = urllib.request.ProxyHandler({"http": f"http://{state.CONTROLLER_ADDRESS}:{state.APT_PROXY_PORT}"})

@@ -11,16 +11,27 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# Which lab, of the ones that may run at once on one controller (K3OPS_LAB_INSTANCE, 0 to 9; 0 by default):
+# each has its own state, subnet, bridge, namespaces, links, cgroup and apt cache; the cache's builds are shared.
+_INSTANCE = os.environ.get("K3OPS_LAB_INSTANCE", "0")
+if _INSTANCE not in tuple("0123456789"):
+    raise SystemExit(f"K3OPS_LAB_INSTANCE must be a number from 0 to 9, not {_INSTANCE!r}")
+INSTANCE = int(_INSTANCE)
+SUFFIX = str(INSTANCE) if INSTANCE else ""  # instance 0 keeps the names of a lab alone on its controller
 CACHE_DIR = Path(os.environ.get("K3OPS_LAB_CACHE", "/var/cache/k3ops-lab"))
-STATE_DIR = Path(os.environ.get("K3OPS_LAB_STATE", "/var/lib/k3ops-lab"))
+STATE_DIR = Path(os.environ.get("K3OPS_LAB_STATE", f"/var/lib/k3ops-lab{SUFFIX}"))
 
 # The lab's own private subnet: only the lab's namespaces use it, and nothing routes beyond it.
-SUBNET_PREFIX = os.environ.get("K3OPS_LAB_SUBNET", "10.213.7")
+SUBNET_PREFIX = os.environ.get("K3OPS_LAB_SUBNET", f"10.213.{7 + INSTANCE}")
 CONTROLLER_ADDRESS = f"{SUBNET_PREFIX}.1"
 PREFIX_LENGTH = 24
 FIRST_HOST_OCTET = 11
-BRIDGE = "k3lab0"
-NETNS_PREFIX = "k3lab-"
+BRIDGE = f"k3lab{INSTANCE}"
+NETNS_PREFIX = f"k3lab{SUFFIX}-"
+VETH_PREFIX = f"k3v{SUFFIX}-"  # a container host's link on the bridge
+TAP_PREFIX = f"k3t{SUFFIX}-"  # a VM host's
+CGROUP = f"k3ops-lab{SUFFIX}"
+APT_CACHE_DIR = CACHE_DIR / f"apt-cacher-ng{SUFFIX}"  # one apt-cacher-ng per cache directory
 APT_PROXY_PORT = 3142
 VENDOR_REPO_PORT = 8081
 HUB_PORT = 8090

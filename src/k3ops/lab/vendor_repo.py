@@ -5,7 +5,10 @@ amdgpu and ROCm repositories and NVIDIA's DOCA repository, so that a deploy uses
 repository, keyring and pinning code with only the URL changed. Each package installs the thin
 entry points of the simulated tools (the tools themselves are `labsim`, part of every lab host's
 simulated hardware) and the markers a real package leaves: the NVML library named by its version,
-a kernel module for the lab's boot layer to load at the next boot, /opt/rocm/.info/version.
+/opt/rocm/.info/version. The driver packages are DKMS packages, as the real ones: they ship the source of
+the lab's stand-in kernel modules (kmod/), which their maintainer scripts hand to dkms. A VM host's real dkms
+builds them against its kernel; a container host, which shares the controller's kernel, gets the lab's
+stand-in dkms instead, and its boot layer loads the build each package also stages for it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ RCCL_TESTS_BUILDS = {"6.4.1": "rocm-6.4.1", "7.0.2": "2.17.9-rocm-7.0.2"}
 # simulators themselves gather their ranks with mpi4py, so the packages also need python3-mpi4py.
 MPI_DEPENDS = "libopenmpi3, python3-mpi4py"
 AMD_SUITE = "noble"
+AMDGPU_BUILD = "2212569.24.04"  # the amdgpu-dkms build: its package revision and its DKMS version's suffix
 
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
 CONTAINER_TOOLKIT_REPO_PATH = "libnvidia-container/stable/deb/amd64"
@@ -57,6 +61,15 @@ SIGNING_KEY_PATHS = (
 )
 
 SIM_LIBRARY = "/usr/lib/k3ops-lab-sim"
+KMOD_SOURCE = Path(__file__).parent / "kmod"
+# The stand-in dkms of container hosts (their kernel is the controller's: nothing can be built for it), pinned
+# above Debian's there (container.py). The driver's build it stands for is the staged one (KERNEL_MODULE_STAGING).
+STAND_IN_DKMS_VERSION = "3.0.10-8+k3lab"
+STAND_IN_DKMS = """#!/bin/sh
+# k3ops lab: a container host shares the controller's kernel, for which no module is built here; the lab's
+# boot layer loads the build the driver package staged (labsim/boot.py).
+exit 0
+"""
 VERSION_MARKERS = f"{SIM_LIBRARY}/versions"
 KERNEL_MODULE_STAGING = f"{SIM_LIBRARY}/kmod"
 ENTRY_POINT = """#!/usr/bin/python3
@@ -77,8 +90,8 @@ class Package:
     conflicts: str = ""
     files: dict[str, str] = field(default_factory=dict)  # path -> content
     links: dict[str, str] = field(default_factory=dict)  # path -> target
-    executables: tuple[str, ...] = ()
     postinst: str = ""
+    prerm: str = ""
 
 
 def tool(path: str, module: str, function: str = "main") -> dict[str, str]:
@@ -97,6 +110,35 @@ def version_marker(package: str, version: str) -> dict[str, str]:
     return {f"{VERSION_MARKERS}/{package}": version.split(":")[-1].rsplit("-", 1)[0] + "\n"}
 
 
+def dkms_package(name: str, version: str, modules: tuple[str, ...], open_source: bool,
+                 staged: dict[str, dict]) -> dict[str, str | dict[str, str]]:
+    """A DKMS package's files and maintainer scripts, as dh_dkms makes them: the source under
+    /usr/src/<name>-<version> (one stand-in per module, kmod/<module>.c), scripts that add, build and install
+    it for the kernels with headers (dkms' common.postinst) and remove it on removal or upgrade; and the
+    builds staged for a container host's boot layer (module -> its version and flavour)."""
+    tree = f"/usr/src/{name}-{version}"
+    conf = [f'PACKAGE_NAME="{name}"', f'PACKAGE_VERSION="{version}"', 'AUTOINSTALL="yes"']
+    for index, module in enumerate(modules):
+        conf += [f'BUILT_MODULE_NAME[{index}]="{module}"', f'DEST_MODULE_LOCATION[{index}]="/updates/dkms"']
+    files = {
+        f"{tree}/dkms.conf": "\n".join(conf) + "\n",
+        f"{tree}/Kbuild": f"obj-m := {' '.join(f'{module}.o' for module in modules)}\n",
+        f"{tree}/k3lab-build.h": (f'#define K3LAB_VERSION "{version.split("-")[0]}"\n'
+                                  f'#define K3LAB_OPEN {int(open_source)}\n'),
+        **{f"{tree}/{module}.c": (KMOD_SOURCE / f"{module}.c").read_text() for module in modules},
+        **{f"{KERNEL_MODULE_STAGING}/{module}": json.dumps(build) + "\n" for module, build in staged.items()},
+    }
+    return {
+        "files": files,
+        "postinst": f'#!/bin/sh\nset -e\nif [ "$1" = configure ]; then\n'
+                    f'    /usr/lib/dkms/common.postinst {name} {version} "" "" "$2"\nfi\n',
+        "prerm": f'#!/bin/sh\nset -e\ncase "$1" in remove|upgrade|deconfigure)\n'
+                 f'    if [ -n "$(dkms status -m {name} -v {version})" ]; then\n'
+                 f'        dkms remove -m {name} -v {version} --all\n    fi\n    ;;\n'
+                 f'esac\n',
+    }
+
+
 def nvidia_driver_packages(version: str) -> list[Package]:
     """One driver release as the CUDA repository splits it, open and proprietary modules alike."""
     branch = version.split(".")[0]
@@ -113,10 +155,11 @@ def nvidia_driver_packages(version: str) -> list[Package]:
         ),
         *(
             Package(
-                name, full, f"NVIDIA driver {flavour} kernel module (DKMS)", conflicts=other,
+                name, full, f"NVIDIA driver {flavour} kernel module (DKMS)", depends="dkms", conflicts=other,
                 # The driver's DKMS build makes nvidia.ko and nvidia-peermem.ko (GPUDirect RDMA) together.
-                files={f"{KERNEL_MODULE_STAGING}/{module}": json.dumps({"version": version, "flavour": flavour}) + "\n"
-                       for module in ("nvidia", "nvidia_peermem")},
+                **dkms_package("nvidia", version, ("nvidia", "nvidia-peermem"), open_source=flavour == "open",
+                               staged={module: {"version": version, "flavour": flavour}
+                                       for module in ("nvidia", "nvidia_peermem")}),
             )
             for name, flavour, other in (
                 ("nvidia-kernel-open-dkms", "open", "nvidia-kernel-dkms"),
@@ -234,10 +277,10 @@ def rocm_packages(release: str) -> tuple[list[Package], list[Package]]:
     rocm_version = f"{release}.{number}-{build}~24.04"
     prefix = f"/opt/rocm-{release}"
     amdgpu = [
-        Package(
-            "amdgpu-dkms", f"1:{module_version}.{number}-2212569.24.04", "amdgpu driver in DKMS format",
-            files={f"{KERNEL_MODULE_STAGING}/amdgpu": json.dumps({"version": module_version, "flavour": "dkms"}) + "\n"},
-        )
+        Package("amdgpu-dkms", f"1:{module_version}.{number}-{AMDGPU_BUILD}", "amdgpu driver in DKMS format",
+                depends="dkms", **dkms_package("amdgpu", f"{module_version}-{AMDGPU_BUILD}", ("amdgpu",),
+                                               open_source=True,
+                                               staged={"amdgpu": {"version": module_version, "flavour": "dkms"}})),
     ]
     rocm = [
         Package("rocm-core", rocm_version, "ROCm runtime core",
@@ -276,7 +319,8 @@ def ofed_tools_packages() -> list[Package]:
 def kernel_packages(release: str) -> list[Package]:
     """The kernel the lab hosts boot (the controller's) as packages: its image, its headers, and a flavour's
     metapackages that follow it, as Debian's linux-image-amd64 and linux-headers-amd64 follow theirs. An
-    older release beside it is what a host keeps after a kernel upgrade (image only, as apt leaves it)."""
+    older release beside it is what a host keeps after a kernel upgrade (image only, as apt leaves it). And
+    the stand-in dkms, which builds nothing for that kernel."""
     def image(name: str) -> Package:
         return Package(f"linux-image-{name}", "1", f"Linux {name} for the k3ops lab",
                        files={f"/boot/vmlinuz-{name}": f"# simulated kernel image {name}\n"})
@@ -287,6 +331,9 @@ def kernel_packages(release: str) -> list[Package]:
                        links={f"/lib/modules/{name}/build": f"/usr/src/linux-headers-{name}"})
 
     return [image(release), headers(release), image(OLDER_KERNEL), headers(OLDER_KERNEL),
+            Package("dkms", STAND_IN_DKMS_VERSION, "Dynamic Kernel Module System (stand-in: nothing is built for a "
+                    "container host's kernel)", files={"/usr/sbin/dkms": STAND_IN_DKMS,
+                                                       "/usr/lib/dkms/common.postinst": STAND_IN_DKMS}),
             Package(f"linux-image-{KERNEL_FLAVOUR}", "1", "Linux for the k3ops lab (metapackage)",
                     depends=f"linux-image-{release}"),
             Package(f"linux-headers-{KERNEL_FLAVOUR}", "1", "Header files for Linux (metapackage)",
@@ -319,7 +366,8 @@ def build(log=print) -> Path:
             # gpg starts an agent to sign; it must not outlive the build.
             subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True)
 
-    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + os.uname().release.encode()).hexdigest()[:12]
+    sources = b"".join(path.read_bytes() for path in sorted(KMOD_SOURCE.glob("*.c")))
+    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + sources + os.uname().release.encode()).hexdigest()[:12]
     return cache.entry(state.CACHE_DIR / "vendor-repo" / fingerprint, "simulated vendor repositories", signed_tree,
                        check, log)
 
@@ -386,13 +434,17 @@ def _build_deb(package: Package, pool: Path) -> None:
             link = tree / path.lstrip("/")
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(link_target, link)
+        (tree / "DEBIAN").mkdir()
+        for script in ("postinst", "prerm"):
+            if getattr(package, script):
+                (tree / "DEBIAN" / script).write_text(getattr(package, script))
+                (tree / "DEBIAN" / script).chmod(0o755)
         control = [f"Package: {package.name}", f"Version: {package.version}", "Architecture: amd64",
                    "Maintainer: k3ops lab <lab@k3ops.invalid>", f"Description: {package.description} (k3ops lab simulation)"]
         if package.depends:
             control.append(f"Depends: {package.depends}")
         if package.conflicts:
             control.append(f"Conflicts: {package.conflicts}")
-        (tree / "DEBIAN").mkdir()
         (tree / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
         version = package.version.split(":")[-1]
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(tree),

@@ -25,6 +25,20 @@ from .host_files import HARDWARE_UNIT, HARDWARE_UNIT_NAME
 from .qemu import Console, accelerator, qemu_command
 
 KERNEL_PACKAGES = ("linux-image-cloud-amd64", "grub-pc", "initramfs-tools")
+# The distribution's packages the deploys install on a GPU host, installed here at the controller's speed as a GPU
+# host's image builder does, rather than by the deploys under TCG (they find them installed; their installation
+# is what the container hosts test). A VM's time goes to what only it can show: the GPU driver's DKMS build against
+# its kernel's headers, the initramfs and the md array across a reboot, the kernel's own log. Docker is left
+# disabled for the deploy to start, so that a host without GPUs boots without it.
+IMAGE_BUILDER_PACKAGES = ("linux-headers-cloud-amd64", "dkms", "mdadm", "docker.io", "openmpi-bin",
+                          "python3-mpi4py", "libopenmpi3", "systemd-timesyncd", "mokutil")
+DISABLED_UNITS = ("docker.service", "docker.socket", "containerd.service")
+# Nothing starts while the builder installs (invoke-rc.d's policy): no daemon runs in the builder's chroot.
+NO_DAEMONS_POLICY = ("usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")
+# mdadm's own, written before mdadm is installed so that its postinst does not scan the builder's devices for
+# arrays to record: a host's array is recorded by its deploy (storage.raid0_recorded).
+MDADM_CONF = ("etc/mdadm/mdadm.conf", "# !NB! Run update-initramfs -u after updating this file.\nHOMEHOST <system>\n"
+              "MAILADDR root\n\n# definitions of existing MD arrays\n")
 DISK_GIB = 16  # sparse; the deploys' packages and a model cache's system part fit with room
 ROOT_PARTITION_OFFSET = 1024 * 1024  # sector 2048, as fdisk places the first partition
 ROOT_LABEL = "k3lab-root"
@@ -76,9 +90,9 @@ ENABLED_UNITS = {  # unit -> the target that wants it, as `systemctl enable` lin
     "systemd-networkd-wait-online.service": "network-online.target",
 }
 SYSTEM_UNITS = "/lib/systemd/system"
-# The initramfs a deploy's package rebuilds (mdadm's, the driver's after blacklisting nouveau) holds only the
-# modules this machine needs to boot, as an installer may set it: with MODULES=most mkinitramfs runs modinfo
-# on every module of the kernel, minutes under TCG. The image's own initramfs is built with "most".
+# The initramfs a deploy rebuilds (the driver's after blacklisting nouveau, the model cache's after recording
+# its array) holds only the modules this machine needs to boot, as an installer may set it: with MODULES=most
+# mkinitramfs runs modinfo on every module of the kernel, minutes under TCG. The image's own is built with "most".
 INITRAMFS_CONF = ("etc/initramfs-tools/conf.d/k3ops-lab.conf", "MODULES=dep\n")
 
 
@@ -108,10 +122,17 @@ def _build(directory: Path, base: Path, mirrors: Mirrors, log) -> None:
     (tree / "etc/apt/sources.list").unlink(missing_ok=True)
     (tree / "etc/apt/sources.list.d/debian.sources").write_text(mirrors.sources())
     shutil.copy("/etc/resolv.conf", tree / "etc/resolv.conf")  # the builder's apt fetches from the controller
+    (tree / MDADM_CONF[0]).parent.mkdir(parents=True, exist_ok=True)
+    (tree / MDADM_CONF[0]).write_text(MDADM_CONF[1])
+    policy = tree / NO_DAEMONS_POLICY[0]
+    policy.write_text(NO_DAEMONS_POLICY[1])
+    policy.chmod(0o755)
     _in_tree(tree, "echo 'grub-pc grub-pc/install_devices multiselect' | debconf-set-selections && "
                    "echo 'grub-pc grub-pc/install_devices_empty boolean true' | debconf-set-selections && "
                    "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-                   f"{' '.join(KERNEL_PACKAGES)} && apt-get clean")
+                   f"{' '.join(KERNEL_PACKAGES + IMAGE_BUILDER_PACKAGES)} && apt-get clean && "
+                   f"systemctl disable {' '.join(DISABLED_UNITS)}")
+    policy.unlink()
     (tree / "etc/resolv.conf").write_text("")
     release = sorted(path.name.removeprefix("vmlinuz-") for path in (tree / "boot").glob("vmlinuz-*"))[-1]
     _configure(tree)

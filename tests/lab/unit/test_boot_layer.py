@@ -167,23 +167,42 @@ def test_boot_sees_the_healthy_hardware(tmp_path, container_boot, device_nodes):
 
 
 def test_a_host_with_its_own_kernel_gets_only_the_hardware(tmp_path, monkeypatch, device_nodes):
-    """On a VM host the real kernel has loaded nvidia (its /sys/module shows it): the boot layer binds the
-    simulated GPUs to it and leaves the kernel's part (command line, sysctl, modules, udev) to the kernel."""
+    """On a VM host the boot layer asks the real kmod for the GPUs' driver, as udev would on their modalias,
+    binds the simulated GPUs to the module the kernel shows loaded, makes the device nodes as nvidia-modprobe
+    does, and leaves the kernel's part (command line, sysctl, modules-load, udev) to the kernel."""
     host, hardware = bare_host(tmp_path, "h200x8")
     hardware["gpus"][3]["fallen_off_bus"] = True
     host.write_hardware(hardware)
-    write(tmp_path, "sys/module/nvidia/version", DRIVER + "\n")
-    write(tmp_path, "sys/module/nvidia/initstate", "live\n")
+    asked = tmp_path / "modprobe-asked"
+    modprobe = tmp_path / "kmod-modprobe"
+    # kmod's modprobe, as far as the kernel goes: it loads the module (its /sys/module entry appears).
+    modprobe.write_text(f"#!/bin/sh\necho \"$@\" >> {asked}\nmkdir -p {tmp_path}/sys/module/nvidia\n"
+                        f"echo {DRIVER} > {tmp_path}/sys/module/nvidia/version\n"
+                        f"echo live > {tmp_path}/sys/module/nvidia/initstate\n")
+    modprobe.chmod(0o755)
+    monkeypatch.setattr(boot, "KMOD_MODPROBE", str(modprobe))
     mounted = []
     monkeypatch.setattr(boot, "mount_simulated_sysfs", lambda host: mounted.append(host))
     for step in ("boot_with_command_line", "simulate_sysctls", "load_kernel_modules", "load_on_demand_modules_at_boot",
                  "refresh_disk_links", "mount_fstab_block_devices"):
         monkeypatch.setattr(boot, step, lambda host, step=step: pytest.fail(f"{step} on a host with its own kernel"))
     boot.boot(host)
+    assert asked.read_text() == "--quiet nvidia\n"
     assert mounted == [host]
     assert all(bound_driver(tmp_path, gpu["pci_bus_id"]) == "nvidia" for gpu in hardware["gpus"])
-    assert not device_nodes  # the kernel's module makes them
+    assert device_nodes["nvidia7"] == (195, 7) and device_nodes["nvidiactl"] == (195, 255)
     assert (tmp_path / f"sys/firmware/efi/vars/SecureBoot-{boot.EFI_GLOBAL_VARIABLE}/data").read_bytes() == b"\x00"
+
+
+def test_a_host_with_its_own_kernel_and_no_driver_yet_binds_nothing(tmp_path, monkeypatch, device_nodes, capsys):
+    """Before the driver deploy kmod finds no nvidia module: nothing is bound, no node made, nothing logged."""
+    host, hardware = bare_host(tmp_path, "h200x8")
+    monkeypatch.setattr(boot, "KMOD_MODPROBE", "/bin/false")
+    monkeypatch.setattr(boot, "mount_simulated_sysfs", lambda host: None)
+    boot.boot(host)
+    assert bound_driver(tmp_path, hardware["gpus"][0]["pci_bus_id"]) is None
+    assert not device_nodes
+    assert capsys.readouterr().err == ""
 
 
 def test_secure_boot_refuses_the_unsigned_modules(tmp_path, capsys, container_boot, device_nodes):

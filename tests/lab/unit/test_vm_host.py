@@ -4,11 +4,14 @@ file, and the QEMU command line (no way out, the root disk booted, the NVMe devi
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import tarfile
 
 import pytest
 
-from k3ops.lab import lab, state, vm
+from k3ops.lab import faults, lab, state, vm
 from k3ops.lab.host_files import HostFile
 
 
@@ -68,3 +71,27 @@ def test_the_command_line_has_no_default_nic_and_boots_the_root_disk(tmp_path, m
     assert "virtio-blk-pci,drive=root,bootindex=0" in command
     assert [word for word in command if word.startswith("nvme,")] == [
         f"nvme,drive=nvme{index}n1,serial={disk['serial']}" for index, disk in enumerate(host.hardware()["nvme"])]
+
+
+def test_faults_on_the_simulated_modules_are_refused_on_a_vm_host_with_the_reason():
+    vm_host = state.LabHost(name="gpu-01", profile="h200x8", address=state.host_address(0), backend="vm")
+    container_host = state.LabHost(name="gpu-01", profile="h200x8", address=state.host_address(0))
+    assert "this VM host's kernel has its own" in faults.applies(faults.FAULTS["driver-mismatch"], vm_host)
+    assert faults.applies(faults.FAULTS["driver-mismatch"], container_host) is None
+    assert faults.applies(faults.FAULTS["gpu-lost"], vm_host) is None  # the hardware's, and the driver's Xid
+
+
+def test_a_second_lab_instance_shares_no_name_address_or_apt_cache_with_the_first():
+    """What two labs at once on one controller would fight over, as each instance names it."""
+    names = ("STATE_DIR", "SUBNET_PREFIX", "BRIDGE", "NETNS_PREFIX", "VETH_PREFIX", "TAP_PREFIX", "CGROUP",
+             "APT_CACHE_DIR")
+    script = "from k3ops.lab import state; print(repr([str(getattr(state, n)) for n in %r]))" % (names,)
+    values = {instance: eval(subprocess.run([sys.executable, "-c", script], env={**os.environ, "K3OPS_LAB_INSTANCE":
+                                                                              instance}, capture_output=True, text=True,
+                                            check=True).stdout) for instance in ("0", "1")}
+    for first, second in zip(values["0"], values["1"], strict=True):
+        assert first != second and not second.startswith(first + "/")
+    assert len(f"{values['1'][names.index('VETH_PREFIX')]}gpu-01") <= 15  # a link name's limit
+    assert subprocess.run([sys.executable, "-c", "import k3ops.lab.state"], env={**os.environ,
+                          "K3OPS_LAB_INSTANCE": "12"}, capture_output=True, text=True).stderr.strip().endswith(
+        "K3OPS_LAB_INSTANCE must be a number from 0 to 9, not '12'")

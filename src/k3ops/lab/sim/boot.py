@@ -218,6 +218,7 @@ def create_device_nodes(host: SimHost, loaded: dict[str, str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            os.chmod(path, 0o666)  # the driver's DeviceFileMode, whatever the umask
 
 
 def write_secure_boot_state(host: SimHost, enabled: bool) -> None:
@@ -360,12 +361,26 @@ def mount_simulated_sysfs(host: SimHost) -> None:
                        check=True)
 
 
+def load_gpu_driver(host: SimHost) -> None:
+    """What udev does on the GPUs' modalias, which the real kernel never sees (the GPUs are the lab's): ask
+    kmod for their driver, the module the driver package's dkms built. Quiet when none is installed yet, as
+    udev; a module the kernel refuses is logged as udev logs it."""
+    vendor = (host.hardware().get("gpu_model") or {}).get("vendor")
+    for module, spec in KERNEL_MODULES.items():
+        if spec["vendor"] == vendor:
+            loaded = subprocess.run([KMOD_MODPROBE, "--quiet", module], capture_output=True, text=True)
+            if loaded.returncode != 0 and loaded.stderr.strip():  # --quiet: a module not there says nothing
+                print(f"k3ops-lab: systemd-udevd: {loaded.stderr.strip()}", file=sys.stderr)
+
+
 def boot_own_kernel(host: SimHost, hardware: dict) -> None:
-    """On a host with its own kernel, the kernel, GRUB, sysctl, modules-load and udev are real: only the
+    """On a host with its own kernel, the kernel, GRUB, sysctl, modules-load, kmod and udev are real: only the
     hardware is laid out, over the kernel's own /sys/bus/pci and /sys/firmware (this runs after udev's
-    coldplug has read them), with the drivers the real kernel has loaded bound to it."""
+    coldplug has read them), with the drivers the real kernel has loaded bound to it, and their device nodes
+    made as the driver's userspace makes them (nvidia-modprobe, and udev's DRM rules)."""
+    load_gpu_driver(host)
     mount_simulated_sysfs(host)
-    write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded_modules(host)))
+    bind_gpu_drivers(host, hardware, loaded_modules(host))
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))
 
 
