@@ -172,18 +172,17 @@ class FaultError(ValueError):
 
 def applies(fault: LabFault, host: state.LabHost) -> str | None:
     """Why the fault cannot be injected into this host, by its profile and backend (None: it can)."""
-    profile_name = host.profile
-    profile = get_profile(profile_name)
+    profile = get_profile(host.profile)
     if fault.container_kernel and host.backend == "vm":
         return (f"{fault.name} edits the modules a container host's boot layer simulates; this VM host's kernel "
                 "has its own (unload or upgrade them for real: rmmod, or a driver install without a reboot)")
     vendor = profile.gpu.model.vendor if profile.gpu else None
     if fault.vendor and vendor != fault.vendor:
-        return f"{fault.name} needs a host with {fault.vendor} GPUs; this one is {profile_name}"
+        return f"{fault.name} needs a host with {fault.vendor} GPUs; this one is {host.profile}"
     if fault.nvswitch and not profile.board.nvswitch:
-        return f"{fault.name} needs an NVSwitch board; {profile_name} has none"
+        return f"{fault.name} needs an NVSwitch board; {host.profile} has none"
     if fault.name == "ib-port-down" and len(profile.nics) < 3:
-        return f"{fault.name} needs a host with RDMA NICs; {profile_name} has {len(profile.nics)}"
+        return f"{fault.name} needs a host with RDMA NICs; {host.profile} has {len(profile.nics)}"
     return None
 
 

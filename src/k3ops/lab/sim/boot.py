@@ -361,11 +361,11 @@ def mount_simulated_sysfs(host: SimHost) -> None:
                        check=True)
 
 
-def load_gpu_driver(host: SimHost) -> None:
+def load_gpu_driver(hardware: dict) -> None:
     """What udev does on the GPUs' modalias, which the real kernel never sees (the GPUs are the lab's): ask
     kmod for their driver, the module the driver package's dkms built. Quiet when none is installed yet, as
     udev; a module the kernel refuses is logged as udev logs it."""
-    vendor = (host.hardware().get("gpu_model") or {}).get("vendor")
+    vendor = (hardware.get("gpu_model") or {}).get("vendor")
     for module, spec in KERNEL_MODULES.items():
         if spec["vendor"] == vendor:
             loaded = subprocess.run([KMOD_MODPROBE, "--quiet", module], capture_output=True, text=True)
@@ -378,7 +378,7 @@ def boot_own_kernel(host: SimHost, hardware: dict) -> None:
     hardware is laid out, over the kernel's own /sys/bus/pci and /sys/firmware (this runs after udev's
     coldplug has read them), with the drivers the real kernel has loaded bound to it, and their device nodes
     made as the driver's userspace makes them (nvidia-modprobe, and udev's DRM rules)."""
-    load_gpu_driver(host)
+    load_gpu_driver(hardware)
     mount_simulated_sysfs(host)
     bind_gpu_drivers(host, hardware, loaded_modules(host))
     write_secure_boot_state(host, bool(hardware.get("secure_boot")))
