@@ -1,11 +1,12 @@
 """A VM lab host (`k3ops lab up --backend vm`): Debian's cloud kernel booted by GRUB from the VM's disk, two
-emulated NVMe devices, real udev and md, and a kernel of its own for the GPU driver.
+emulated NVMe devices, real udev and md, a kernel of its own for the GPU driver, and Docker that runs containers.
 
-deploys/gpu_host.py installs the lab's driver packages, whose DKMS source the real dkms builds against the VM's
-kernel headers; the kernel loads the stand-in module at boot, and the checks that read the kernel (lsmod,
-/proc/driver/nvidia, its log) answer honestly. The model cache deploy takes the RAID0 path for real: the array
-is made once, assembled again by udev after a real reboot, mounted from fstab by UUID, never made again.
-`lab down` leaves nothing. scripts/test runs this module in a lab of its own (K3OPS_LAB_INSTANCE) beside the
+deploys/k3.py serves the model on it with its hardware's vLLM recipe. The GPU host part installs the lab's
+driver packages, whose DKMS source the real dkms builds against the VM's kernel headers; the kernel loads the
+stand-in module at boot, and the checks that read the kernel (lsmod, /proc/driver/nvidia, its log) answer
+honestly. The model part takes the RAID0 path for real: the array is made once, assembled again by udev after a
+real reboot, mounted from fstab by UUID, never made again. The engine unit pulls the lab registry's stand-in
+vLLM image by digest over TLS and runs it with the GPUs the nvidia runtime gives it. `lab down` leaves nothing. scripts/test runs this module in a lab of its own (K3OPS_LAB_INSTANCE) beside the
 other tests, at a low priority: TCG keeps a core busy, and the other tests use about one.
 """
 
@@ -15,16 +16,20 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from k3ops.lab import hub, network, registry, state
 from k3ops.lab import lab as lab_module
-from k3ops.lab import network, state
+from k3ops.lab.inventory import groups
+from k3ops.onhost.layout import ENGINE_CONTAINER
 
-from .conftest import GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, k3ops, on_host, reboot
+from .conftest import changed_operations, deploy_report, host_checks, k3ops, on_host, reboot
 
-LAB_PROFILES = ("h200x8",)
+LAB_PROFILES = ("b300x8",)
 LAB_BACKENDS = ("vm",)
 LAB_NVME_DEVICES = 2
 HOST = "gpu-01"
@@ -33,7 +38,7 @@ PEERMEM_CHECK = ("-k", "gpudirect")
 CACHE = "/srv/k3ops/models"
 ARRAY = "/dev/md/k3ops-models"
 MARKER = f"{CACHE}/.k3ops-lab-before-reboot"
-MODEL_CACHE = "k3ops.deploys.model_cache.model_cache"  # the model cache deploy, its packaged function
+PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
 
 
 def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
@@ -54,8 +59,8 @@ def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
 
 @pytest.fixture(scope="module")
 def deployed(lab) -> dict:
-    """The GPU host deploy's report, and the driver release it installed."""
-    report = deploy_report("deploys/gpu_host.py")
+    """deploys/k3.py's report, and the driver release it installed."""
+    report = deploy_report("deploys/k3.py")
     package = on_host(HOST, "dpkg-query -W -f '${Version}' nvidia-kernel-open-dkms").stdout
     return {"report": report, "driver": package.rsplit("-", 1)[0]}
 
@@ -118,7 +123,6 @@ def array() -> dict[str, str]:
 
 
 def test_the_model_cache_is_one_raid0_array_of_both_devices_mounted_by_uuid(deployed):
-    assert changed_operations(deploy_report(MODEL_CACHE))
     detail = array()
     assert (detail["MD_LEVEL"], detail["MD_DEVICES"]) == ("raid0", "2")
     assert sorted(on_host(HOST, f"ls /sys/block/$(basename $(readlink -f {ARRAY}))/slaves").stdout.split()) \
@@ -126,6 +130,50 @@ def test_the_model_cache_is_one_raid0_array_of_both_devices_mounted_by_uuid(depl
     volume_uuid = on_host(HOST, f"blkid -o value -s UUID {ARRAY}").stdout.strip()
     assert [line.split()[:3] for line in on_host(HOST, "cat /etc/fstab").stdout.splitlines()
             if CACHE in line.split()] == [[f"UUID={volume_uuid}", CACHE, "xfs"]]
+
+
+def engine() -> dict:
+    return next(data["engine"] for hosts in groups().values() for _, data in hosts)
+
+
+def chat(key: str | None) -> tuple[int, dict]:
+    """A chat completion asked of the host's engine from the controller, as a client would: status, answer."""
+    body = json.dumps({"model": "tiny-k3", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]})
+    request = urllib.request.Request(f"http://{engine()['host']}:8000/v1/chat/completions", data=body.encode(),
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {key}"} if key else {})})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=120) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_the_engine_runs_the_registry_image_by_digest_with_the_gpus_the_runtime_gives(deployed):
+    """The vLLM recipe's unit pulled the stand-in image by digest over TLS and runs it with --runtime nvidia."""
+    served = registry.served()
+    assert engine()["recipe"] == "vllm-b300x8" and engine()["image_digest"] == served["image_digest"]
+    repository = served["image"].rsplit(":", 1)[0]
+    assert on_host(HOST, f"docker image inspect --format '{{{{index .RepoDigests 0}}}}' "
+                         f"{repository}@{served['image_digest']}").stdout.strip() == f"{repository}@{served['image_digest']}"
+    running = json.loads(on_host(HOST, f"docker inspect {ENGINE_CONTAINER}").stdout)[0]
+    assert running["State"]["Running"] and running["HostConfig"]["Runtime"] == "nvidia"
+    devices = on_host(HOST, f"docker exec {ENGINE_CONTAINER} python3 -c "
+                            "\"import os; print(' '.join(sorted(os.listdir('/dev'))))\"").stdout.split()
+    assert sorted(name for name in devices if name.startswith("nvidia")) == \
+        sorted([f"nvidia{index}" for index in range(GPUS)] + ["nvidia-uvm", "nvidiactl"])
+    # Without the runtime the same image sees no GPU, and the recipe's tensor parallelism cannot start.
+    alone = on_host(HOST, f"docker run --rm --network none {repository}@{served['image_digest']} --model /nonexistent "
+                          "--tensor-parallel-size 8", check=False)
+    assert alone.returncode == 1 and "No CUDA GPUs are available" in alone.stdout + alone.stderr
+
+
+def test_the_engine_answers_with_the_key_and_refuses_without(deployed):
+    status, answer = chat(state.api_key().read_text().strip())
+    assert status == 200 and answer["model"] == "tiny-k3", answer
+    assert answer["choices"][0]["message"]["content"] == PINNED_REPLY
+    assert chat(None) == (401, {"error": "Unauthorized"})
+    assert chat("not-the-key")[0] == 401
 
 
 def grub_boots() -> int:
@@ -156,13 +204,16 @@ def test_after_a_reboot_through_grub_the_driver_and_the_array_come_back(deployed
     assert on_host(HOST, f"cat {MARKER}").stdout.strip() == "kept"
 
 
-def test_after_the_reboot_the_deploys_change_nothing_and_the_checks_pass(deployed):
-    assert changed_operations(deploy_report("deploys/gpu_host.py")) == []
-    assert changed_operations(deploy_report(MODEL_CACHE)) == []
-    checks = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
+def test_after_the_reboot_k3_changes_nothing_and_k3ops_check_passes(deployed):
+    """The engine is back from the reboot (the deploy waits for it and finds it serving), and every host check
+    passes: the GPU host's, the RAID0 cache's, the model's and the engine's."""
+    assert changed_operations(deploy_report("deploys/k3.py")) == []
+    checks = k3ops("check", "inventory/lab/hosts.py", "-v", check=False)
     assert checks.returncode == 0 and " failed" not in checks.stdout, checks.stdout[-4000:]
-    cache = host_checks("inventory/lab/hosts.py", "-k", "cache_is or raid0_cache", checks="tests/hosts/test_model.py")
-    assert cache.returncode == 0 and "2 passed" in cache.stdout, cache.stdout[-3000:]
+    passed = {line.split("::")[1].split("[")[0] for line in checks.stdout.splitlines() if " PASSED" in line}
+    assert {"test_a_raid0_cache_is_assembled_under_its_name_at_every_boot", "test_gpudirect_rdma_reaches_the_nics",
+            "test_engine_serves_the_pinned_model", "test_engine_secrets_stay_private"} <= passed, checks.stdout[-4000:]
+    assert chat(state.api_key().read_text().strip())[0] == 200
 
 
 def test_down_stops_the_vm_and_removes_its_tap(lab):

@@ -5,7 +5,7 @@ import pytest
 from pyinfra.api import Inventory
 
 from k3ops.lab import inventory as lab_inventory
-from k3ops.lab import llama_server, state
+from k3ops.lab import llama_server, registry, state
 from k3ops.lab.profiles import PROFILES
 from k3ops.spec import address_errors, definition_errors, host_errors, inventory_errors
 
@@ -55,19 +55,34 @@ def test_one_address_on_two_ports_is_two_machines():
 
 @pytest.fixture
 def lab_key(tmp_path, monkeypatch):
-    """The lab's API key as `lab up` makes it (0600), and a built llama-server, without a lab."""
+    """The lab's API key as `lab up` makes it (0600), a built llama-server and a pushed image, without a lab."""
     key = tmp_path / "engine-api-key"
     key.touch(mode=0o600)
     key.write_text("lab-key\n")
     monkeypatch.setattr(state, "api_key", lambda: key)
     monkeypatch.setattr(llama_server, "sha256", lambda: "ab" * 32)
+    monkeypatch.setattr(registry, "served", lambda: {"image": f"{registry.ADDRESS}/k3ops-lab/vllm-openai:standin",
+                                                     "image_digest": "sha256:" + "cd" * 32})
     return key
 
 
-def test_the_labs_host_data_passes_every_check(lab_key):
+@pytest.mark.parametrize("backend", ["container", "vm"])
+def test_the_labs_host_data_passes_every_check(lab_key, backend):
     hosts = [(state.host_name(i), lab_inventory.host_data(state.LabHost(state.host_name(i), profile,
-                                                                         state.host_address(i))))
+                                                                         state.host_address(i), backend)))
              for i, profile in enumerate(PROFILES)]
     for name, data in hosts:
         assert host_errors(name, data) == [], name
     assert inventory_errors(inventory(*hosts), {"lab": hosts}) == []
+
+
+def test_a_vm_host_with_a_one_host_vllm_recipe_runs_it_from_the_lab_registry(lab_key):
+    """Containers run on a VM host only; h200x8's vLLM recipe spans two hosts, so it keeps llama-server."""
+    def engine(profile, backend):
+        return lab_inventory.host_data(state.LabHost("gpu-01", profile, state.host_address(0), backend))["engine"]
+
+    assert {profile: engine(profile, "vm")["recipe"] for profile in PROFILES} == {
+        "h200x8": "llama.cpp-gguf", "b300x8": "vllm-b300x8", "gb300x4": "llama.cpp-gguf",
+        "mi355x8": "vllm-mi355x8", "cpu": "llama.cpp-gguf"}
+    assert {engine(profile, "container")["recipe"] for profile in PROFILES} == {"llama.cpp-gguf"}
+    assert engine("b300x8", "vm")["image_digest"] == registry.served()["image_digest"]

@@ -11,7 +11,10 @@ from ..operations import packages
 from ..spec import host_spec
 from .repositories import signed_repository
 
-DOCKER_PACKAGES = {"distribution": ["docker.io"], "vendor": ["docker-ce", "docker-ce-cli", "containerd.io"]}
+# apparmor is only a Recommends of both, but Debian's kernel enables AppArmor, and there dockerd refuses to start
+# any container without apparmor_parser to load its docker-default profile (seen on the lab's VM hosts).
+DOCKER_PACKAGES = {"distribution": ["docker.io", "apparmor"],
+                   "vendor": ["docker-ce", "docker-ce-cli", "containerd.io", "apparmor"]}
 
 
 @deploy("Container runtime")

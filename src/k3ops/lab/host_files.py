@@ -1,6 +1,6 @@
 """The files that make a lab host this host, whatever runs it: its name, keys, peers, apt's way out
-(the controller's proxy only), its hardware document, the simulators that read it, and the boot unit
-that lays the hardware out. A container host gets them written into its root before it boots; a VM
+(the controller's proxy only), the CA it trusts for the lab's registry, its hardware document, the
+simulators that read it, and the boot unit that lays the hardware out. A container host gets them written into its root before it boots; a VM
 host gets them on its seed disk (vm.py).
 """
 
@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import state
+from . import registry, state
 from .debian import Mirrors
 
 SIM_SOURCE = Path(__file__).parent / "sim"
@@ -58,6 +58,7 @@ def host_files(host: state.LabHost, lab: state.Lab, hardware: dict, mirrors: Mir
         HARDWARE_ON_HOST: json.dumps(hardware, indent=2) + "\n",
     }
     files = {path: HostFile(content.encode()) for path, content in text.items()}
+    files[registry.host_ca_path()] = HostFile(registry.ca_certificate().read_bytes())
     files["root/.ssh/authorized_keys"] = HostFile(Path(f"{state.ssh_key()}.pub").read_bytes(), 0o600)
     for source in sorted(SIM_SOURCE.rglob("*")):
         if source.is_file() and "__pycache__" not in source.parts:

@@ -2,12 +2,13 @@
 
 Host data carries what a deploy would read from a real inventory (SSH access, the host's hardware
 profile and NVMe devices) plus the URLs of the lab's simulated vendor repositories, Hub and wheels in
-place of the real ones, the lab Hub's tiny model pinned at its first revision, and llama-server serving it.
+place of the real ones, the lab Hub's tiny model pinned at its first revision, and an engine serving it.
 """
 
 from __future__ import annotations
 
-from . import hub, llama_server, state, vendor_repo, wheelhouse
+from ..engines.recipes import RECIPES
+from . import hub, llama_server, registry, state, vendor_repo, wheelhouse
 from .profiles import get_profile
 from .services import vendor_repo_url
 
@@ -15,6 +16,7 @@ from .services import vendor_repo_url
 # The lab's NVMe devices are a few GiB and its model a few MB; a peer is at most seconds behind.
 LAB_HEADROOM_GIB = 0.25
 LAB_PEER_WAIT_SECONDS = 300
+LAB_CONTEXT = 2048  # the tiny model's context length, which bounds every engine's
 
 
 class NoLabError(RuntimeError):
@@ -54,14 +56,29 @@ def host_data(host: state.LabHost) -> dict:
         "nccl_mpi_key": str(state.CACHE_DIR / "ssh" / "nccl_ed25519"),
         "model_cache_headroom_gib": LAB_HEADROOM_GIB,
         "model_peer_wait_seconds": LAB_PEER_WAIT_SECONDS,
-        "engine": {
-            # Every lab host serves the tiny GGUF with llama-server on CPU, on its lab address with a key.
-            "recipe": "llama.cpp-gguf", "binary_url": llama_server.url(), "binary_sha256": llama_server.sha256(),
-            "model_file": "tiny-k3.gguf", "host": host.address, "api_key_file": str(state.api_key()),
-            "args": {"--ctx-size": 2048}, "health_interval_seconds": 5, "health_failures": 2,
-            "start_timeout_seconds": 300, "ready_timeout_seconds": 300,
-        },
+        "engine": engine(host),
     }
+
+
+def container_recipe(host: state.LabHost) -> str | None:
+    """The one-host vLLM recipe of the host's hardware, on a host that can run containers: a VM host."""
+    if host.backend != "vm":
+        return None
+    return next((found.name for found in RECIPES.values()
+                 if found.engine == "vllm" and found.nodes == 1 and host.profile in found.profiles), None)
+
+
+def engine(host: state.LabHost) -> dict:
+    """Every lab host serves the tiny model on its lab address with a key: the hardware's vLLM recipe where
+    it has one and containers run (the registry's stand-in image, pinned by digest), else the tiny GGUF
+    with llama-server on CPU."""
+    common = {"host": host.address, "api_key_file": str(state.api_key()), "health_interval_seconds": 5,
+              "health_failures": 2, "start_timeout_seconds": 300, "ready_timeout_seconds": 300}
+    recipe = container_recipe(host)
+    if recipe is not None:
+        return {"recipe": recipe, **registry.served(), "args": {"--max-model-len": LAB_CONTEXT}, **common}
+    return {"recipe": "llama.cpp-gguf", "binary_url": llama_server.url(), "binary_sha256": llama_server.sha256(),
+            "model_file": "tiny-k3.gguf", "args": {"--ctx-size": LAB_CONTEXT}, **common}
 
 
 def groups() -> dict[str, list[tuple[str, dict]]]:

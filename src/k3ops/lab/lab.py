@@ -10,12 +10,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import container, hub, image, llama_server, network, services, state, vendor_repo, vm, vm_image, wheelhouse
+from . import (container, hub, image, llama_server, network, registry, services, state, vendor_repo, vllm_image, vm,
+               vm_image, wheelhouse)
 from .debian import controller_mirrors
 from .profiles import DEFAULT_PROFILE, get_profile
 
 REQUIRED_COMMANDS = ("systemd-nspawn", "debootstrap", "apt-cacher-ng", "ip", "losetup", "dpkg-deb",
-                     "apt-ftparchive", "gpg", "ssh", "ssh-keygen", "git")
+                     "apt-ftparchive", "gpg", "ssh", "ssh-keygen", "git", "docker-registry", "openssl")
 VM_COMMANDS = ("qemu-system-x86_64", "qemu-img", "sfdisk", "mkfs.ext4")
 BACKENDS = {"container": container, "vm": vm}  # what runs a host: systemd-nspawn, or QEMU with its own kernel
 DEFAULT_BACKEND = "container"
@@ -46,17 +47,21 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, b
     mirrors = controller_mirrors()
     _ensure_ssh_key()
     _ensure_api_key()
+    registry.ensure_certificates()
     base = image.base_image(mirrors, log=log)
     disk_image = vm_image.vm_image(base, mirrors, log=log) if with_vm else None
     repo = vendor_repo.build(log=log)
     wheelhouse.publish(wheelhouse.build(log=log), repo)
     llama_server.publish(llama_server.build(log=log), repo)
     hub.build(log=log)
+    standin = vllm_image.build(base, log=log)
     network.create_bridge()
     services.start_apt_proxy()
     services.start_vendor_repo(repo)
     services.wait_until_listening()
     hub.start()
+    registry.start()
+    registry.push(standin)
     services.prime_apt_proxy(mirrors.release_files())
     for host in lab.hosts:
         if host.backend == "vm":
@@ -114,6 +119,7 @@ def build(with_vm: bool = False, log=print) -> None:
     wheelhouse.build(log=log)
     vendor_repo.build(log=log)
     base = image.base_image(mirrors, log=log)
+    vllm_image.build(base, log=log)
     if with_vm:
         vm_image.vm_image(base, mirrors, log=log)
 

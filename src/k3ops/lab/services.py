@@ -1,4 +1,4 @@
-"""The controller's services for the lab: an apt proxy, the simulated vendor repositories, a Hub.
+"""The controller's services for the lab: an apt proxy, the simulated vendor repositories, a Hub, a registry.
 
 All listen only on the controller's address on the lab bridge.
 """
@@ -32,6 +32,7 @@ STATIC_INDEXES = r"/dists/[^/]+/InRelease$"
 APT_PROXY_SIGNATURE = f"apt-cacher-ng -c {state.STATE_DIR}/apt-cacher-ng"
 VENDOR_REPO_SIGNATURE = f"http.server --bind {state.CONTROLLER_ADDRESS}"
 HUB_SIGNATURE = f"olah-cli -c {state.STATE_DIR}/hub/olah.toml"
+REGISTRY_SIGNATURE = f"docker-registry serve {state.STATE_DIR}/"
 
 
 def _processes(signature: str) -> list[int]:
@@ -79,6 +80,11 @@ def start_hub(olah: Path, config: Path) -> None:
     _start(HUB_SIGNATURE, [str(olah), "-c", str(config), "--log-path", str(state.STATE_DIR / "run" / "olah")], "hub")
 
 
+def start_registry(config: Path) -> None:
+    """Debian's docker-registry (registry.py writes its config, in the state directory)."""
+    _start(REGISTRY_SIGNATURE, ["docker-registry", "serve", str(config)], "registry")
+
+
 def wait_until_listening(ports: tuple[int, ...] = (state.APT_PROXY_PORT, state.VENDOR_REPO_PORT),
                          timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
@@ -107,7 +113,7 @@ def prime_apt_proxy(index_urls: list[str]) -> None:
 
 
 def stop_all() -> None:
-    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE, HUB_SIGNATURE):
+    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE, HUB_SIGNATURE, REGISTRY_SIGNATURE):
         for pid in _processes(signature):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

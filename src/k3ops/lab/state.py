@@ -35,6 +35,7 @@ APT_CACHE_DIR = CACHE_DIR / f"apt-cacher-ng{SUFFIX}"  # one apt-cacher-ng per ca
 APT_PROXY_PORT = 3142
 VENDOR_REPO_PORT = 8081
 HUB_PORT = 8090
+REGISTRY_PORT = 5000
 
 
 @dataclass
