@@ -204,12 +204,17 @@ def kernel_drivers(hardware: dict, loaded: dict[str, str]) -> dict[str, str]:
     return drivers
 
 
+def nvidia_device_nodes(gpus: list[dict]) -> list[tuple[str, int, int]]:
+    """(path under /, major, minor) of the nodes the NVIDIA driver's GPUs `gpus` are reached through."""
+    return [(f"dev/nvidia{gpu['minor_number']}", NVIDIA_MAJOR, gpu["minor_number"]) for gpu in gpus] + \
+        [("dev/nvidiactl", NVIDIA_MAJOR, NVIDIA_CONTROL_MINOR), ("dev/nvidia-uvm", NVIDIA_UVM_MAJOR, 0)]
+
+
 def create_device_nodes(host: SimHost, loaded: dict[str, str]) -> None:
     gpus = host.visible_gpus()
     nodes: list[tuple[str, int, int]] = []
     if "nvidia" in loaded:
-        nodes += [(f"dev/nvidia{gpu['minor_number']}", NVIDIA_MAJOR, gpu["minor_number"]) for gpu in gpus]
-        nodes += [("dev/nvidiactl", NVIDIA_MAJOR, NVIDIA_CONTROL_MINOR), ("dev/nvidia-uvm", NVIDIA_UVM_MAJOR, 0)]
+        nodes += nvidia_device_nodes(gpus)
     if "amdgpu" in loaded:
         nodes.append(("dev/kfd", KFD_MAJOR, 0))
         nodes += [(f"dev/dri/renderD{RENDER_MINOR_BASE + i}", DRI_MAJOR, RENDER_MINOR_BASE + i) for i in range(len(gpus))]

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .boot import NVIDIA_CONTROL_MINOR, NVIDIA_MAJOR, NVIDIA_UVM_MAJOR
+from .boot import nvidia_device_nodes
 from .host import SimHost, cuda_version
 
 CLI_INFO_HEADER = "NVRM version:   {driver}\nCUDA version:   {cuda}\n"
@@ -81,12 +81,9 @@ def add_gpus(config: Path, host: SimHost) -> str | None:
         if unknown:
             return f"nvidia-container-cli: device error: {unknown[0]}: unknown device"
         gpus = [gpu for gpu in gpus if str(gpu["index"]) in names or gpu["uuid"] in names]
-    nodes = [("/dev/nvidiactl", NVIDIA_MAJOR, NVIDIA_CONTROL_MINOR), ("/dev/nvidia-uvm", NVIDIA_UVM_MAJOR, 0)]
-    if wanted != "none":
-        nodes += [(f"/dev/nvidia{gpu['minor_number']}", NVIDIA_MAJOR, gpu["minor_number"]) for gpu in gpus]
     linux = spec.setdefault("linux", {})
-    for path, major, minor in nodes:
-        linux.setdefault("devices", []).append({"path": path, "type": "c", "major": major, "minor": minor,
+    for path, major, minor in nvidia_device_nodes([] if wanted == "none" else gpus):
+        linux.setdefault("devices", []).append({"path": f"/{path}", "type": "c", "major": major, "minor": minor,
                                                 "fileMode": 0o666, "uid": 0, "gid": 0})
         linux.setdefault("resources", {}).setdefault("devices", []).append(
             {"allow": True, "type": "c", "major": major, "minor": minor, "access": "rwm"})
