@@ -9,26 +9,20 @@ Two h200x8 hosts (one fabric-check group) and an mi355x8, each serving the tiny 
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from k3ops.doctor.runbooks import runbooks
-from k3ops.lab import faults
 from k3ops.lab.faults import FAULTS
 from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER
 
-from ..conftest import REPO_ROOT
-from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra, reboot
+from .conftest import k3ops, lab_inventory, on_host, pyinfra, reboot
+from .drills import assert_clean, doctor, run_steps
 
 LAB_PROFILES = ("h200x8", "h200x8", "mi355x8")
 HOSTS = ("gpu-01", "gpu-02", "gpu-03")
 FABRIC_GROUP = ("gpu-01", "gpu-02")
-DRILLED = sorted(book.id for book in runbooks().values() if book.lab_fault)
+DRILLED = sorted(book.id for book in runbooks().values() if book.lab_fault and not book.drilled_on_vm)
 # The host each fault is drilled on: the AMD host for AMD faults, the second NVIDIA host for the fabric
 # (its peer in the group is then the healthy reference), the first for the rest of NVIDIA's.
 DRILL_HOST = {"nvidia": "gpu-01", "amd": "gpu-03", None: "gpu-02"}
@@ -50,42 +44,6 @@ def fleet(lab, tmp_path_factory):
     deployed = pyinfra("deploys/k3.py", inventory=inventory)
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     return inventory
-
-
-def doctor(inventory: str, *arguments: str) -> tuple[int, dict[str, dict]]:
-    result = k3ops("doctor", inventory, "--json", *arguments, check=False)
-    assert result.returncode in (0, 1, 2), result.stdout + result.stderr
-    return result.returncode, {host["host"]: host for host in json.loads(result.stdout)["hosts"]}
-
-
-def assert_clean(inventory: str) -> None:
-    status, hosts = doctor(inventory)
-    assert status == 0, {name: host["findings"] or host["unchecked"] for name, host in hosts.items()}
-    assert all(host["status"] == "healthy" for host in hosts.values()), hosts
-
-
-def run_controller(command: str, variables: dict[str, str]) -> subprocess.CompletedProcess:
-    """A runbook's controller command, in the checkout, with k3ops and pyinfra on PATH."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return subprocess.run(["bash", "-c", command], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=COMMAND_TIMEOUT, env={**os.environ, **variables, "PATH": path})
-
-
-def run_steps(host: str, section: str, runbook: str, variables: dict[str, str]) -> None:
-    """The runbook's fenced steps of one section, as written, in order; each command must succeed."""
-    exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in variables.items() if name != "INVENTORY")
-    for step in runbooks()[runbook].steps(section):
-        if step.place == "out-of-band":
-            k3ops("lab", "fault", host, "--clear")
-            continue
-        for command in step.commands:
-            if step.place == "host" and command.strip() == "systemctl reboot":
-                reboot(host)
-                continue
-            result = (on_host(host, f"export {exports}; {command}", check=False) if step.place == "host"
-                      else run_controller(command, variables))
-            assert result.returncode == 0, (f"{runbook} {section}: `{command}` on {step.place}:\n"
-                                            f"{result.stdout}{result.stderr}")
 
 
 def test_a_healthy_fleet_and_a_fresh_boot_raise_no_alarm(fleet):
@@ -159,9 +117,3 @@ def test_drill(fleet, runbook):
         for name in FABRIC_GROUP if fault.name in FABRIC_FAULTS else ():
             on_host(name, f"systemctl start {ENGINE_UNIT}")
 
-
-def test_every_lab_fault_has_a_runbook_that_drills_it():
-    drilled = {book.lab_fault for book in runbooks().values() if book.lab_fault}
-    assert drilled == set(FAULTS)
-    assert all(FAULTS[name].runbook in runbooks() for name in FAULTS)
-    assert faults.INJECTED.startswith("/var/lib/k3ops-lab/")

@@ -4,16 +4,20 @@ emulated NVMe devices, real udev and md, a kernel of its own for the GPU driver,
 deploys/k3.py serves the model on it with its hardware's vLLM recipe. The GPU host part installs the lab's
 driver packages, whose DKMS source the real dkms builds against the VM's kernel headers; the kernel loads the
 stand-in module at boot, and the checks that read the kernel (lsmod, /proc/driver/nvidia, its log) answer
-honestly. The model part takes the RAID0 path for real: the array is made once, assembled again by udev after a
-real reboot, mounted from fstab by UUID, never made again. The engine unit pulls the lab registry's stand-in
-vLLM image by digest over TLS and runs it with the GPUs the nvidia runtime gives it. `lab down` leaves nothing. scripts/test runs this module in a lab of its own (K3OPS_LAB_INSTANCE) beside the
-other tests, at a low priority: TCG keeps a core busy, and the other tests use about one.
+honestly. The runbooks whose faults show in the kernel's log (the driver's Xids) are drilled here, as
+tests/lab/test_incidents.py drills the others. The model part takes the RAID0 path for real: the array is made
+once, assembled again by udev after a real reboot, mounted from fstab by UUID, never made again. The engine unit
+pulls the lab registry's stand-in vLLM image by digest over TLS and runs it with the GPUs the nvidia runtime gives
+it. `lab down` leaves nothing. scripts/test runs this module, then tests/lab/test_vm_rocm.py, in a lab of their
+own (K3OPS_LAB_INSTANCE) beside the other tests, at a low priority: TCG keeps a core busy, and the others use
+about one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.error
@@ -22,23 +26,29 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.lab import hub, network, registry, state
-from k3ops.lab import lab as lab_module
+from k3ops.doctor.runbooks import runbooks
+from k3ops.lab import faults, hub, network, registry, state
+from k3ops.lab.faults import FAULTS
 from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_CONTAINER
 
-from .conftest import changed_operations, deploy_report, host_checks, k3ops, on_host, reboot
+from .conftest import (VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks, k3ops,
+                       on_host, reboot)
+from .drills import assert_clean, doctor, run_steps
 
 LAB_PROFILES = ("b300x8",)
 LAB_BACKENDS = ("vm",)
 LAB_NVME_DEVICES = 2
 HOST = "gpu-01"
+INVENTORY = "inventory/lab/hosts.py"
 GPUS = 8
 PEERMEM_CHECK = ("-k", "gpudirect")
 CACHE = "/srv/k3ops/models"
 ARRAY = "/dev/md/k3ops-models"
 MARKER = f"{CACHE}/.k3ops-lab-before-reboot"
 PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
+# The runbooks whose faults only a host with a kernel of its own shows: the driver's Xids in its kernel log.
+VM_DRILLED = sorted(book.id for book in runbooks().values() if book.drilled_on_vm)
 
 
 def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
@@ -60,7 +70,7 @@ def test_the_host_runs_its_own_kernel_booted_by_grub(lab):
 @pytest.fixture(scope="module")
 def deployed(lab) -> dict:
     """deploys/k3.py's report, and the driver release it installed."""
-    report = deploy_report("deploys/k3.py")
+    report = deploy_report("deploys/k3.py", timeout=VM_DEPLOY_TIMEOUT)
     package = on_host(HOST, "dpkg-query -W -f '${Version}' nvidia-kernel-open-dkms").stdout
     return {"report": report, "driver": package.rsplit("-", 1)[0]}
 
@@ -88,31 +98,42 @@ def test_dkms_builds_the_driver_for_this_kernel_and_the_kernel_loads_it_at_boot(
 def test_the_peermem_check_fails_once_the_module_is_unloaded(deployed):
     """The GPUDirect check reads the kernel: nvidia_peermem loaded by the deploy passes, unloaded fails."""
     assert "nvidia_peermem" in on_host(HOST, "lsmod").stdout
-    assert host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
+    assert host_checks(INVENTORY, *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
     on_host(HOST, "rmmod nvidia_peermem")
     try:
-        unloaded = host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py")
+        unloaded = host_checks(INVENTORY, *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py")
         assert unloaded.returncode == 1 and "1 failed" in unloaded.stdout, unloaded.stdout[-3000:]
     finally:
         on_host(HOST, "modprobe nvidia-peermem")
-    assert host_checks("inventory/lab/hosts.py", *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
+    assert host_checks(INVENTORY, *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
 
 
-def test_a_gpu_fallen_off_the_bus_is_in_the_kernel_log_the_doctor_reads(deployed):
-    """The lab fault also has the driver log its Xid, through the stand-in module, into this kernel's log."""
-    bus = json.loads(on_host(HOST, "cat /etc/k3ops-lab/hardware.json").stdout)["gpus"][3]["pci_bus_id"]
-    k3ops("lab", "fault", HOST, "gpu-lost")
+@pytest.mark.parametrize("runbook", VM_DRILLED)
+def test_drill(deployed, runbook):
+    """A runbook whose fault shows in the kernel's log, drilled as tests/lab/test_incidents.py drills the others:
+    the stand-in driver logs the fault's Xid into this kernel's log, the doctor names exactly that runbook from
+    it, and the runbook's own Remedy (its bug report taken before the reboot) and Verify bring the host back."""
+    fault = FAULTS[runbooks()[runbook].lab_fault]
+    hardware = json.loads(on_host(HOST, "cat /etc/k3ops-lab/hardware.json").stdout)
+    pci = hardware["gpus"][faults.FAULTY_GPU]["pci_bus_id"].rsplit(".", 1)[0]
+    assert_clean(INVENTORY)
+    k3ops("lab", "fault", HOST, fault.name)
     try:
-        line = f"NVRM: Xid (PCI:{bus.rsplit('.', 1)[0]}): 79, GPU has fallen off the bus"
-        assert line in on_host(HOST, "journalctl -k -b -o cat").stdout.splitlines()
-        found = json.loads(k3ops("doctor", "inventory/lab/hosts.py", "--json", check=False).stdout)["hosts"][0]
-        # The Xid names the cause; the GPU missing from nvidia-smi is its evidence, not a second incident.
-        assert [finding["runbook"] for finding in found["findings"]] == ["gpu-fallen-off-bus"], found
-        finding, pci = found["findings"][0], bus.rsplit(".", 1)[0]
-        evidence = finding["evidence"]
-        assert any(f"Xid 79 on PCI {pci}: GPU has fallen off the bus" in item for item in evidence), finding
-        assert any(item.startswith(f"{GPUS - 1} GPUs visible") for item in evidence), finding
-        assert finding["variables"]["GPU_PCI"] == pci
+        status, hosts = doctor(INVENTORY)
+        # The Xid names the cause; a GPU missing from nvidia-smi is its evidence, not a second incident.
+        assert [finding["runbook"] for finding in hosts[HOST]["findings"]] == [runbook], hosts[HOST]
+        finding = hosts[HOST]["findings"][0]
+        xid = int(re.match(r"Xid (\d+): ", finding["summary"])[1])
+        assert status == {"warning": 1, "critical": 2}[finding["severity"]] and finding["variables"]["GPU_PCI"] == pci
+        assert any(f"Xid {xid} on PCI {pci}: " in item for item in finding["evidence"]), finding
+        if fault.name == "gpu-lost-xid":
+            assert any(item.startswith(f"{GPUS - 1} GPUs visible") for item in finding["evidence"]), finding
+        variables = {**finding["variables"], "HOST": HOST, "INVENTORY": INVENTORY}
+        run_steps(HOST, "Remedy", runbook, variables)
+        # The bug report an RMA case asks for was taken before the reboot: it holds the lost boot's Xid line.
+        on_host(HOST, f"zgrep -qF 'NVRM: Xid (PCI:{pci}): {xid},' /var/tmp/nvidia-bug-report-*.log.gz")
+        run_steps(HOST, "Verify", runbook, variables)
+        assert_clean(INVENTORY)  # the runbook's own steps repaired the host: no clearing by the lab before this
     finally:
         k3ops("lab", "fault", HOST, "--clear")
 
@@ -176,24 +197,18 @@ def test_the_engine_answers_with_the_key_and_refuses_without(deployed):
     assert chat("not-the-key")[0] == 401
 
 
-def grub_boots() -> int:
-    """How many times GRUB has booted the host's kernel, from its serial console."""
-    console = lab_module.console_log(state.load().host(HOST)).read_text(errors="replace")
-    return console.count("Booting `Debian GNU/Linux'")
-
-
 def test_after_a_reboot_through_grub_the_driver_and_the_array_come_back(deployed):
     """A real reboot (firmware, GRUB, the kernel): the kernel loads the driver and modules-load.d its peermem,
     udev assembles the array, systemd mounts it from fstab by UUID with its data; the old boot's Xid is gone."""
     before = array()["MD_UUID"]
     on_host(HOST, f"echo kept > {MARKER}")
-    boot_id, boots = on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout, grub_boots()
+    boot_id, boots = on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout, grub_boots(HOST)
     started = time.monotonic()
     reboot(HOST)
     assert on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id
     # A new kernel, booted since the reboot began (not a restarted container, whose uptime is the controller's).
     assert float(on_host(HOST, "cut -d' ' -f1 /proc/uptime").stdout) < time.monotonic() - started
-    assert grub_boots() == boots + 1
+    assert grub_boots(HOST) == boots + 1
     assert driver_version() == deployed["driver"]
     assert "nvidia_peermem" in on_host(HOST, "lsmod").stdout
     assert "NVRM: Xid" not in on_host(HOST, "journalctl -k -b -o cat").stdout
@@ -208,7 +223,7 @@ def test_after_the_reboot_k3_changes_nothing_and_k3ops_check_passes(deployed):
     """The engine is back from the reboot (the deploy waits for it and finds it serving), and every host check
     passes: the GPU host's, the RAID0 cache's, the model's and the engine's."""
     assert changed_operations(deploy_report("deploys/k3.py")) == []
-    checks = k3ops("check", "inventory/lab/hosts.py", "-v", check=False)
+    checks = k3ops("check", INVENTORY, "-v", check=False)
     assert checks.returncode == 0 and " failed" not in checks.stdout, checks.stdout[-4000:]
     passed = {line.split("::")[1].split("[")[0] for line in checks.stdout.splitlines() if " PASSED" in line}
     assert {"test_a_raid0_cache_is_assembled_under_its_name_at_every_boot", "test_gpudirect_rdma_reaches_the_nics",

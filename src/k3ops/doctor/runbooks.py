@@ -23,7 +23,8 @@ RUNBOOK_ID_REGEX = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 # Where a fenced block's commands run, by its info string.
 STEP_PLACES = {"sh": "host", "sh controller": "controller", "text out-of-band": "out-of-band"}
 FENCE_REGEX = r"^```([^\n`]*)\n(.*?)^```\s*$"
-DRILL_REGEX = r"^(?:lab (?P<fault>[a-z0-9-]+)|(?P<elsewhere>vm-lab|none): (?P<why>.+))$"
+# `lab <fault>`: drilled on any lab host; `vm-lab <fault>`: on a VM host (the fault needs a kernel of the host's own).
+DRILL_REGEX = r"^(?:(?P<lab>lab|vm-lab) (?P<fault>[a-z0-9-]+)|none: (?P<why>.+))$"
 
 Place = Literal["host", "controller", "out-of-band"]
 
@@ -61,6 +62,11 @@ class Runbook:
         return re.match(DRILL_REGEX, self.drill)["fault"]
 
     @property
+    def drilled_on_vm(self) -> bool:
+        """Its drill needs a lab VM host: the fault goes in below what a container host has of its own."""
+        return re.match(DRILL_REGEX, self.drill)["lab"] == "vm-lab"
+
+    @property
     def location(self) -> str:
         """How people find it: runbooks/<id>.md in the repository."""
         return f"runbooks/{self.path.name}"
@@ -95,7 +101,7 @@ def parse(path: Path) -> Runbook:
     if fields["automatable"] not in ("yes", "no"):
         raise RunbookError(f"{path}: automatable must be yes or no, not {fields['automatable']!r}")
     if not re.match(DRILL_REGEX, fields["drill"]):
-        raise RunbookError(f"{path}: drill {fields['drill']!r} is not `lab <fault>`, `vm-lab: <why>` or `none: <why>`")
+        raise RunbookError(f"{path}: drill {fields['drill']!r} is not `lab <fault>`, `vm-lab <fault>` or `none: <why>`")
     body = text[header.end():]
     sections = dict(re.findall(r"^## (\w+)\n(.*?)(?=^## |\Z)", body, re.MULTILINE | re.DOTALL))
     absent = [name for name in RUNBOOK_SECTIONS if name not in sections]
@@ -117,7 +123,6 @@ def index_table() -> str:
     """runbooks/README.md's index, made from the headers so the two cannot disagree."""
     rows = ["| id | title | severity | detecting check | drill |", "|---|---|---|---|---|"]
     for book in runbooks().values():
-        drill = f"lab {book.lab_fault}" if book.lab_fault else book.drill.split(":")[0]
         rows.append(f"| [{book.id}]({book.path.name}) | {book.title} | {book.severity} | {', '.join(book.checks)} "
-                    f"| {drill} |")
+                    f"| {book.drill.split(':')[0]} |")
     return "\n".join(rows)

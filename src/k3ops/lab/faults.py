@@ -67,11 +67,10 @@ def edit_hardware(change: str) -> str:
 
 def driver_logs_xid(gpu: int, xid: int, message: str) -> str:
     """A command that has the driver log an Xid for the GPU, as the real one does when it sees the fault: through
-    the knob of the lab's stand-in nvidia module (kmod/nvidia.c), on a VM host. A container host, whose kernel
-    is the controller's, has no kernel log of its own to write to: nothing happens there."""
+    the knob of the lab's stand-in nvidia module (kmod/nvidia.c), which only a VM host's kernel loads."""
     line = (f"b = json.load(open({HARDWARE!r}))['gpus'][{gpu}]['pci_bus_id'].rsplit('.', 1)[0]; "
-            f"open({DRIVER_LOG_KNOB!r}, 'w').write('Xid (PCI:' + b + '): {xid}, {message}')")
-    return f"if [ -e {DRIVER_LOG_KNOB} ]; then {shlex.join(['python3', '-c', 'import json; ' + line])}; fi"
+            f"open({DRIVER_LOG_KNOB!r}, 'w').write('Xid (PCI:' + b + {f'): {xid}, {message}'!r})")
+    return shlex.join(["python3", "-c", "import json; " + line])
 
 
 def load_staged_module(module: str) -> str:
@@ -79,6 +78,10 @@ def load_staged_module(module: str) -> str:
     staged = f"/{KERNEL_MODULE_STAGING}/{module}"
     return shlex.join(["python3", "-c", f"import json; v = json.load(open({staged!r}))['version']; "
                                         f"open('/sys/module/{module}/version', 'w').write(v + '\\n')"])
+
+
+GPU_OFF_THE_BUS = edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True")
+GPU_BACK_ON_THE_BUS = edit_hardware(f"h['gpus'][{FAULTY_GPU}].pop('fallen_off_bus', None)")
 
 
 def kill_daemon(unit: str) -> str:
@@ -101,6 +104,8 @@ class LabFault:
     settled: str | None = None  # a command that succeeds once the fault shows
     # Edits the modules a container host's boot layer simulates; a VM host's kernel has modules of its own.
     container_kernel: bool = False
+    # Has the driver write to the kernel's log: only a VM host has a kernel (and a log) of its own.
+    kernel_log: bool = False
 
 
 FAULTS = {fault.name: fault for fault in (
@@ -113,10 +118,19 @@ FAULTS = {fault.name: fault for fault in (
     LabFault("secure-boot-on", "Secure Boot turned on in the firmware: the unsigned module is refused at boot",
              "secure-boot-blocks-driver", (edit_hardware("h['secure_boot'] = True"),),
              (edit_hardware("h['secure_boot'] = False"),), vendor="nvidia", reboot=True),
-    LabFault("gpu-lost", f"GPU {FAULTY_GPU} fell off the bus (it comes back at the next boot)", "gpu-count-below-spec",
-             (edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True"),
-              driver_logs_xid(FAULTY_GPU, 79, "GPU has fallen off the bus")),
-             (edit_hardware(f"h['gpus'][{FAULTY_GPU}].pop('fallen_off_bus', None)"),), vendor="nvidia"),
+    LabFault("gpu-lost", f"GPU {FAULTY_GPU} is gone from the bus, with no word in the kernel log (it comes back at "
+             "the next boot)", "gpu-count-below-spec", (GPU_OFF_THE_BUS,), (GPU_BACK_ON_THE_BUS,), vendor="nvidia"),
+    LabFault("gpu-lost-xid", f"GPU {FAULTY_GPU} fell off the bus and the driver logged its Xid 79 (it comes back at "
+             "the next boot)", "gpu-fallen-off-bus",
+             (GPU_OFF_THE_BUS, driver_logs_xid(FAULTY_GPU, 79, "GPU has fallen off the bus")), (GPU_BACK_ON_THE_BUS,),
+             vendor="nvidia", kernel_log=True),
+    # The line's shape is a fleet's (runbooks/gsp-timeout.md, leptonai/gpud#500); no process is known here.
+    LabFault("gsp-timeout", f"GPU {FAULTY_GPU}'s GSP stopped answering the driver, which logged Xid 119 (a reboot "
+             "resets it)", "gsp-timeout",
+             (driver_logs_xid(FAULTY_GPU, 119, "pid='<unknown>', name=<unknown>, Timeout after 6s of waiting for RPC "
+                                               f"response from GPU{FAULTY_GPU} GSP! Expected function 76 "
+                                               "(GSP_RM_CONTROL) (0x20801702 0x4)."),),
+             (), vendor="nvidia", kernel_log=True),
     LabFault("row-remap-pending", f"GPU {FAULTY_GPU} has a row remap pending (a GPU reset activates it)",
              "gpu-memory-errors",
              (edit_hardware(f"h.setdefault('faults', {{}})['remapped_rows_pending'] = [{FAULTY_GPU}]"),),
@@ -176,6 +190,9 @@ def applies(fault: LabFault, host: state.LabHost) -> str | None:
     if fault.container_kernel and host.backend == "vm":
         return (f"{fault.name} edits the modules a container host's boot layer simulates; this VM host's kernel "
                 "has its own (unload or upgrade them for real: rmmod, or a driver install without a reboot)")
+    if fault.kernel_log and host.backend != "vm":
+        return (f"{fault.name} has the driver write to the kernel's log; a container host's kernel (and log) is the "
+                "controller's: inject it into a VM host (`k3ops lab up --backend vm`)")
     vendor = profile.gpu.model.vendor if profile.gpu else None
     if fault.vendor and vendor != fault.vendor:
         return f"{fault.name} needs a host with {fault.vendor} GPUs; this one is {host.profile}"

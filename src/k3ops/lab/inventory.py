@@ -17,6 +17,10 @@ from .services import vendor_repo_url
 LAB_HEADROOM_GIB = 0.25
 LAB_PEER_WAIT_SECONDS = 300
 LAB_CONTEXT = 2048  # the tiny model's context length, which bounds every engine's
+# Seconds between the engine watchdog's health checks: short, for the drills that wait on it, where a check
+# costs little; on a VM host under TCG one check takes about 8 s of its one CPU, which a 5 s interval would keep
+# busy for good, slowing every deploy, check and reboot after the engine starts.
+WATCHDOG_INTERVAL_SECONDS = {"container": 5, "vm": 120}
 
 
 class NoLabError(RuntimeError):
@@ -72,7 +76,8 @@ def engine(host: state.LabHost) -> dict:
     """Every lab host serves the tiny model on its lab address with a key: the hardware's vLLM recipe where
     it has one and containers run (the registry's stand-in image, pinned by digest), else the tiny GGUF
     with llama-server on CPU."""
-    common = {"host": host.address, "api_key_file": str(state.api_key()), "health_interval_seconds": 5,
+    common = {"host": host.address, "api_key_file": str(state.api_key()),
+              "health_interval_seconds": WATCHDOG_INTERVAL_SECONDS[host.backend],
               "health_failures": 2, "start_timeout_seconds": 300, "ready_timeout_seconds": 300}
     recipe = container_recipe(host)
     if recipe is not None:

@@ -150,7 +150,9 @@ def nvidia_driver_packages(version: str) -> list[Package]:
     return [
         Package(
             "nvidia-driver-cuda", full, "NVIDIA driver CUDA integration components (nvidia-smi, NVML)",
-            files={library: f"simulated NVML {version}\n", **tool("/usr/bin/nvidia-smi", "nvidia_smi")},
+            # The driver's command-line tools: nvidia-smi, and the bug report an RMA asks for.
+            files={library: f"simulated NVML {version}\n", **tool("/usr/bin/nvidia-smi", "nvidia_smi"),
+                   **tool("/usr/bin/nvidia-bug-report.sh", "bug_report")},
             links={"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": Path(library).name},
         ),
         *(

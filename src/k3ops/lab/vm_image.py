@@ -30,8 +30,8 @@ KERNEL_PACKAGES = ("linux-image-cloud-amd64", "grub-pc", "initramfs-tools")
 # is what the container hosts test). A VM's time goes to what only it can show: the GPU driver's DKMS build against
 # its kernel's headers, the initramfs and the md array across a reboot, the kernel's own log. Docker is left
 # disabled for the deploy to start, so that a host without GPUs boots without it.
-IMAGE_BUILDER_PACKAGES = ("linux-headers-cloud-amd64", "dkms", "mdadm", "docker.io", "openmpi-bin",
-                          "python3-mpi4py", "libopenmpi3", "systemd-timesyncd", "mokutil")
+IMAGE_BUILDER_PACKAGES = ("linux-headers-cloud-amd64", "dkms", "mdadm", "docker.io", "apparmor", "openmpi-bin",
+                          "python3-mpi4py", "libopenmpi3", "systemd-timesyncd", "mokutil", "python3-venv")
 DISABLED_UNITS = ("docker.service", "docker.socket", "containerd.service")
 # Nothing starts while the builder installs (invoke-rc.d's policy): no daemon runs in the builder's chroot.
 NO_DAEMONS_POLICY = ("usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")

@@ -73,12 +73,18 @@ def test_the_command_line_has_no_default_nic_and_boots_the_root_disk(tmp_path, m
         f"nvme,drive=nvme{index}n1,serial={disk['serial']}" for index, disk in enumerate(host.hardware()["nvme"])]
 
 
-def test_faults_on_the_simulated_modules_are_refused_on_a_vm_host_with_the_reason():
+def test_each_fault_is_refused_with_the_reason_on_the_backend_that_cannot_show_it():
+    """The simulated modules are a container host's; the driver's kernel log is a VM host's."""
     vm_host = state.LabHost(name="gpu-01", profile="h200x8", address=state.host_address(0), backend="vm")
     container_host = state.LabHost(name="gpu-01", profile="h200x8", address=state.host_address(0))
     assert "this VM host's kernel has its own" in faults.applies(faults.FAULTS["driver-mismatch"], vm_host)
     assert faults.applies(faults.FAULTS["driver-mismatch"], container_host) is None
-    assert faults.applies(faults.FAULTS["gpu-lost"], vm_host) is None  # the hardware's, and the driver's Xid
+    for name in ("gpu-lost-xid", "gsp-timeout"):
+        assert "a container host's kernel (and log) is the controller's" in \
+            faults.applies(faults.FAULTS[name], container_host)
+        assert faults.applies(faults.FAULTS[name], vm_host) is None
+    assert faults.applies(faults.FAULTS["gpu-lost"], vm_host) is None  # the hardware's only: any host
+    assert faults.applies(faults.FAULTS["gpu-lost"], container_host) is None
 
 
 def test_a_second_lab_instance_shares_no_name_address_or_apt_cache_with_the_first():
