@@ -89,6 +89,12 @@ def host_checks(inventory: str = "inventory/lab/hosts.py", *pytest_args: str, ch
                           timeout=COMMAND_TIMEOUT, env={**os.environ, **(env or {})})
 
 
+def passed_checks(output: str) -> set[str]:
+    """The host checks a pytest run passed, by test name, from its `-v` lines or its `-rA` summary."""
+    lines = [line for line in output.splitlines() if "PASSED" in line.split() and "::" in line]
+    return {line.split("::")[1].split("[")[0] for line in lines}
+
+
 def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
     return k3ops("lab", "ssh", host, command, check=check)
 

@@ -33,7 +33,7 @@ from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_CONTAINER
 
 from .conftest import (VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks, k3ops,
-                       on_host, reboot)
+                       on_host, passed_checks, reboot)
 from .drills import assert_clean, doctor, run_steps
 
 LAB_PROFILES = ("b300x8",)
@@ -114,7 +114,7 @@ def test_drill(deployed, runbook):
     the stand-in driver logs the fault's Xid into this kernel's log, the doctor names exactly that runbook from
     it, and the runbook's own Remedy (its bug report taken before the reboot) and Verify bring the host back."""
     fault = FAULTS[runbooks()[runbook].lab_fault]
-    hardware = json.loads(on_host(HOST, "cat /etc/k3ops-lab/hardware.json").stdout)
+    hardware = json.loads(on_host(HOST, f"cat {faults.HARDWARE}").stdout)
     pci = hardware["gpus"][faults.FAULTY_GPU]["pci_bus_id"].rsplit(".", 1)[0]
     assert_clean(INVENTORY)
     k3ops("lab", "fault", HOST, fault.name)
@@ -225,7 +225,7 @@ def test_after_the_reboot_k3_changes_nothing_and_k3ops_check_passes(deployed):
     assert changed_operations(deploy_report("deploys/k3.py")) == []
     checks = k3ops("check", INVENTORY, "-v", check=False)
     assert checks.returncode == 0 and " failed" not in checks.stdout, checks.stdout[-4000:]
-    passed = {line.split("::")[1].split("[")[0] for line in checks.stdout.splitlines() if " PASSED" in line}
+    passed = passed_checks(checks.stdout)
     assert {"test_a_raid0_cache_is_assembled_under_its_name_at_every_boot", "test_gpudirect_rdma_reaches_the_nics",
             "test_engine_serves_the_pinned_model", "test_engine_secrets_stay_private"} <= passed, checks.stdout[-4000:]
     assert chat(state.api_key().read_text().strip())[0] == 200

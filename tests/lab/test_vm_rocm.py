@@ -16,7 +16,7 @@ import pytest
 from k3ops.deploys.rocm import AMD_KERNEL_ARGUMENTS
 
 from .conftest import (GPU_HOST_CHECKS, VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks,
-                       on_host)
+                       on_host, passed_checks)
 
 LAB_PROFILES = ("mi355x8",)
 LAB_BACKENDS = ("vm",)
@@ -59,6 +59,6 @@ def test_a_second_run_changes_nothing_and_the_host_checks_pass(deployed):
     assert changed_operations(deploy_report("deploys/gpu_host.py")) == []
     checks = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS, "-rA")  # -rA: a PASSED line for each
     assert checks.returncode == 0 and " failed" not in checks.stdout, checks.stdout[-4000:]
-    passed = {line.split("::")[1].split("[")[0] for line in checks.stdout.splitlines() if line.startswith("PASSED ")}
+    passed = passed_checks(checks.stdout)
     assert {"test_booted_with_the_kernel_arguments_amd_asks_for", "test_amdgpu_driver_is_held_and_loaded",
             "test_service_user_can_reach_the_gpus"} <= passed, checks.stdout[-4000:]
