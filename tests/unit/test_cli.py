@@ -61,7 +61,7 @@ def test_validate_refuses_what_would_reach_a_unit_or_a_shell_naming_host_and_fie
         '        ("b300-02", {"hardware_profile": "b300x8", "model": model,'
         ' "engine": {**vllm, "image": "vllm/vllm-openai:kimi-k3\\nExecStartPre=/bin/reboot"}}),\n'
         '        ("b300-03", {"hardware_profile": "b300x8", "model": model,'
-        ' "engine": {**vllm, "args": {"--served-model-name": "k3\\rx"}}})]\n'
+        ' "engine": {**vllm, "args": {"--tool-call-parser": "k3\\rx"}}})]\n'
         'mi355x = [("mi355x-01", {"hardware_profile": "mi355x8", "rocm_release": "5.7.1"})]\n')
     result = run("validate", str(inventory))
     assert result.returncode == 1
@@ -71,8 +71,8 @@ def test_validate_refuses_what_would_reach_a_unit_or_a_shell_naming_host_and_fie
         "cpu-02: model_cache_wipe: '/dev/sda' is not one of nvme_devices; only a cache device may be wiped (list it "
         "in nvme_devices too, or remove it here)",
         "cpu-03: service_user: 'nobody' is a system account; run the engines as a user of their own, e.g. 'k3ops'",
-        "cpu-04: peer_address: 'gpu 04' is not a hostname or an IP address (like 'gpu-01.example.com' or "
-        "'10.0.0.7')",
+        "cpu-04: peer_address: 'gpu 04' is not a host name or an IP address (like 'gpu-01.example.com', "
+        "'10.0.0.7' or 'fd00::7')",
         "cpu-05: hf_endpoint: 'https://hub.example/\"; reboot' is not an http(s) URL like "
         "'https://mirror.example.com/path/' (letters, digits and -._~%/+=:@, only: no spaces, quotes, query string "
         "or credentials)",
@@ -81,7 +81,7 @@ def test_validate_refuses_what_would_reach_a_unit_or_a_shell_naming_host_and_fie
         "b300-02: engine.image: 'vllm/vllm-openai:kimi-k3\\nExecStartPre=/bin/reboot' is not an image reference "
         "like 'registry.example.com:5000/team/vllm:tag' (optional registry host[:port], lowercase repository, "
         "optional tag)",
-        "b300-03: engine.args: --served-model-name: 'k3\\rx' contains a line break or control character ('\\r'): "
+        "b300-03: engine.args: --tool-call-parser: 'k3\\rx' contains a line break or control character ('\\r'): "
         "give one line of plain text",
         "mi355x-01: rocm_release: 5.7.1 does not support the AMD Instinct MI355X (CDNA4), which needs ROCm 7.0.0 or "
         "newer (e.g. 7.0.2)",

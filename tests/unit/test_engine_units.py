@@ -149,12 +149,12 @@ def directives(text: str) -> list[str]:
 @pytest.mark.parametrize(("recipe", "engine"), [("llama.cpp-gguf", LLAMA_CPP), ("vllm-b300x8", {"image_digest": DIGEST})])
 def test_hostile_values_stay_literal_words_and_add_no_directive(recipe, engine):
     clean = rendered_units(variables(recipe, **engine))["k3ops-engine.service"]
-    values = variables(recipe, environment={"K3_NOTE": HOSTILE}, args={"--alias": HOSTILE}, **engine)
+    values = variables(recipe, environment={"K3_NOTE": HOSTILE}, args={"--chat-template": HOSTILE}, **engine)
     text = rendered_units(values)["k3ops-engine.service"]
     added = [name for name in directives(text) if name not in directives(clean)]
     assert added == [] and directives(text).count("ExecStartPre") == directives(clean).count("ExecStartPre")
     argv = unquoted(render("k3ops-engine.service", values)["Service"]["ExecStart"])
-    assert argv[argv.index("--alias") + 1] == HOSTILE
+    assert argv[argv.index("--chat-template") + 1] == HOSTILE
     if argv[0] == "/usr/bin/docker":
         assert f"K3_NOTE={HOSTILE}" in argv
     else:

@@ -29,7 +29,7 @@ def test_ranks_follow_inventory_order_within_each_cluster():
 
 def test_workers_are_not_given_the_heads_checks(tmp_path):
     key = tmp_path / "api-key"
-    key.write_text("k3-key\n")
+    key.write_text("k3-key-0123456789abcdef\n")
     key.chmod(0o600)
     hosts = [two_node_engine(name, "h200-a", str(key)) for name in ("h200-01", "h200-02")]
     inventory = tmp_path / "cluster.py"

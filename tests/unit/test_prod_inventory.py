@@ -112,7 +112,7 @@ def test_the_example_fleet_is_valid_once_its_placeholders_are_replaced(tmp_path)
     ("mi355x", ('rocm_release = "7.0.2"', 'rocm_release = "7.0.2"\nfabric_manager = "on"'),
      "mi355x-01: fabric_manager: 'on' needs NVIDIA GPUs on NVSwitches; hardware_profile 'mi355x8' has AMD Instinct"),
     ("mi355x", ('rocm_release = "7.0.2"', 'rocm_release = "7.0.2"\npeer_address = "10.0.0.1;reboot"'),
-     "mi355x-01: peer_address: '10.0.0.1;reboot' is not a hostname or an IP address"),
+     "mi355x-01: peer_address: '10.0.0.1;reboot' is not a host name or an IP address"),
     ("b300", ('"recipe": "vllm-b300x8",', '"recipe": "vllm-b300x8", "image": "vllm/vllm-openai:x\\nExecStartPre=/x",'),
      "b300-01: engine.image: 'vllm/vllm-openai:x\\nExecStartPre=/x' is not an image reference"),
     ("b300", ('{"--max-model-len": 32768}', '{"--max-model-len": "1\\nExecStartPre=/bin/sh -c reboot"}'),

@@ -1,6 +1,8 @@
 """The engine spec refuses what would change a unit or a shell command, and the example's placeholder pins;
 the API key file is checked on the controller as ssh checks a private key."""
 
+import os
+
 import pytest
 
 from k3ops.spec import host_errors
@@ -45,8 +47,36 @@ def test_a_digest_belongs_in_image_digest_not_in_the_image():
 
 def test_environment_values_may_hold_percent_and_dollar_for_the_unit_to_escape():
     engine = {**VLLM, "environment": {"NCCL_DEBUG": "INFO", "_X1": "%h $HOME 'quoted' \"too\""},
-              "args": {"--served-model-name": "k3 %i $x", "--max-model-len": 32768}}
+              "args": {"--tool-call-parser": "k3 %i $x", "--max-model-len": 32768}}
     assert engine_errors(engine) == []
+
+
+@pytest.mark.parametrize(("engine", "flag", "field"), [
+    (VLLM, "--host", "engine.host"), (VLLM, "--port", "engine.port"), (VLLM, "--model", "model.revision"),
+    (VLLM, "--served-model-name", "model.name"), (VLLM, "--api-key", "engine.api_key_file"),
+    (VLLM, "--config", "engine.args"), (LLAMA, "--alias", "model.name"), (LLAMA, "--host", "engine.host"),
+    (LLAMA, "--api-key-file", "engine.api_key_file")])
+def test_engine_args_cannot_set_what_the_spec_owns(engine, flag, field):
+    """`--host 0.0.0.0` in args would listen on every interface while only engine.host decides whether a key
+    is needed; a key in args sits in argv and a unit file every user reads."""
+    [error] = engine_errors({**engine, "args": {flag: "0.0.0.0"}}, CPU if engine is LLAMA else B300)
+    assert error.startswith(f"gpu-01: engine: args: {flag} is set by k3ops from {field}")
+
+
+@pytest.mark.parametrize("value", ["--host=0.0.0.0", "-H", "--api-key"])
+def test_an_engine_arg_value_that_reads_as_a_flag_is_refused(value):
+    [error] = engine_errors({**VLLM, "args": {"--tool-call-parser": value}})
+    assert error.startswith(f"gpu-01: engine.args: --tool-call-parser: {value!r} starts with '-'")
+
+
+def test_negative_numbers_are_engine_arg_values():
+    assert engine_errors({**VLLM, "args": {"--max-num-seqs": "-1", "--swap-space": "-0.5"}}) == []
+
+
+@pytest.mark.parametrize("name", ["VLLM_API_KEY", "LLAMA_API_KEY", "HF_TOKEN"])
+def test_a_secret_in_engine_environment_is_refused(name):
+    [error] = engine_errors({**VLLM, "environment": {name: "0123456789abcdef"}})
+    assert error.startswith(f"gpu-01: engine.environment: {name} is a secret")
 
 
 @pytest.mark.parametrize("environment, message", [
@@ -110,6 +140,9 @@ def test_a_missing_digest_names_the_recipes_image():
         "(`docker buildx imagetools inspect vllm/vllm-openai:kimi-k3` prints it)"]
 
 
+API_KEY = "0123456789abcdef0123456789abcdef"
+
+
 def llama_on_the_network(key_file) -> dict:
     return {**LLAMA, "host": "0.0.0.0", "api_key_file": str(key_file)}
 
@@ -117,7 +150,7 @@ def llama_on_the_network(key_file) -> dict:
 def test_an_api_key_file_of_its_owners_alone_passes(tmp_path):
     key = tmp_path / "api-key"
     key.touch(mode=0o600)
-    key.write_text("secret\n")
+    key.write_text(API_KEY + "\n")
     assert engine_errors(llama_on_the_network(key), CPU) == []
 
 
@@ -131,7 +164,7 @@ def test_a_missing_api_key_file_is_refused_with_how_to_make_one(tmp_path):
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o601])
 def test_an_api_key_file_open_to_group_or_others_is_refused(tmp_path, mode):
     key = tmp_path / "api-key"
-    key.write_text("secret\n")
+    key.write_text(API_KEY + "\n")
     key.chmod(mode)
     assert engine_errors(llama_on_the_network(key), CPU) == [
         f"gpu-01: engine.api_key_file: {key} is open to group or others (mode {mode:04o}); keep the key its owner's "
@@ -141,6 +174,42 @@ def test_an_api_key_file_open_to_group_or_others_is_refused(tmp_path, mode):
 def test_an_api_key_file_that_is_not_a_regular_file_is_refused(tmp_path):
     assert engine_errors(llama_on_the_network(tmp_path), CPU) == [
         f"gpu-01: engine.api_key_file: {tmp_path} is not a regular file"]
+
+
+def test_an_api_key_file_that_is_a_link_is_refused_even_to_a_good_key(tmp_path):
+    """A link can be pointed at another file after the check; the deploy reads the file itself."""
+    key = tmp_path / "api-key"
+    key.touch(mode=0o600)
+    key.write_text(API_KEY + "\n")
+    (tmp_path / "link").symlink_to(key)
+    assert engine_errors(llama_on_the_network(tmp_path / "link"), CPU) == [
+        f"gpu-01: engine.api_key_file: {tmp_path / 'link'} is a symbolic link; name the file itself (a link can be "
+        "pointed at another file after this check)"]
+
+
+@pytest.mark.parametrize("text", [f"{API_KEY}\nLD_PRELOAD=/tmp/x.so\n", "short\n", f"{API_KEY} {API_KEY}\n",
+                                  f"'{API_KEY}'\n", "\n"])
+def test_an_api_key_file_of_more_or_other_than_one_key_line_is_refused(tmp_path, text):
+    """The key lands as NAME=value in the environment file root's watchdog loads: a second line would add a
+    variable (LD_PRELOAD) to a root process."""
+    key = tmp_path / "api-key"
+    key.touch(mode=0o600)
+    key.write_text(text)
+    [error] = engine_errors(llama_on_the_network(key), CPU)
+    assert error.startswith(f"gpu-01: engine.api_key_file: {key} is not one line of 16 to 512 key characters")
+
+
+def test_an_api_key_file_of_another_user_or_in_a_shared_directory_is_refused(tmp_path):
+    key = tmp_path / "api-key"
+    key.touch(mode=0o600)
+    key.write_text(API_KEY + "\n")
+    os.chown(key, 4321, 4321)
+    assert engine_errors(llama_on_the_network(key), CPU) == [
+        f"gpu-01: engine.api_key_file: {key} belongs to uid 4321, not to this user (uid {os.getuid()})"]
+    os.chown(key, os.getuid(), os.getgid())
+    tmp_path.chmod(0o777)
+    [error] = engine_errors(llama_on_the_network(key), CPU)
+    assert error.startswith(f"gpu-01: engine.api_key_file: {key} is in {tmp_path}, which another user can write")
 
 
 def test_the_key_file_is_checked_where_the_inventory_is_validated_not_where_a_spec_is_built():

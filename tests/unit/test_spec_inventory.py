@@ -58,7 +58,7 @@ def lab_key(tmp_path, monkeypatch):
     """The lab's API key as `lab up` makes it (0600), a built llama-server and a pushed image, without a lab."""
     key = tmp_path / "engine-api-key"
     key.touch(mode=0o600)
-    key.write_text("lab-key\n")
+    key.write_text("lab-key-0123456789abcdef\n")
     monkeypatch.setattr(state, "api_key", lambda: key)
     monkeypatch.setattr(llama_server, "sha256", lambda: "ab" * 32)
     monkeypatch.setattr(registry, "served", lambda: {"image": f"{registry.ADDRESS}/k3ops-lab/vllm-openai:standin",

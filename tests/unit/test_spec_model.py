@@ -109,17 +109,33 @@ def test_cache_devices_by_name_or_by_id_pass():
     assert host_errors("gpu-01", {**CPU, "nvme_devices": devices, "model_cache_wipe": devices[1:]}) == []
 
 
-@pytest.mark.parametrize("address", ["10.1.0.7", "fe80::1", "gpu-07", "gpu-07.dc1.example.com", "gpu-07.example.com."])
+@pytest.mark.parametrize("address", ["10.1.0.7", "fe80::1", "fd00:10:0:1::7", "gpu-07", "gpu-07.dc1.example.com",
+                                     "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61])
 def test_a_hostname_or_ip_address_is_a_peer_address(address):
     assert host_errors("gpu-01", {**CPU, "peer_address": address}) == []
 
 
 @pytest.mark.parametrize("address", ["gpu 07", "10.0.0.1;reboot", "$(reboot)", "-oProxyCommand=x", "gpu_07",
-                                     "999.1.1.1", "a" * 64 + ".example.com", "gpu-07\n"])
+                                     "a" * 64 + ".example.com", "gpu-07\n", "gpu-07.example.com.", "gpu-*",
+                                     "gpu-07,gpu-08", "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 62])
 def test_anything_else_is_not_a_peer_address(address):
     assert host_errors("gpu-01", {**CPU, "peer_address": address}) == [
-        f"gpu-01: peer_address: {address!r} is not a hostname or an IP address (like 'gpu-01.example.com' or "
-        "'10.0.0.7')"]
+        f"gpu-01: peer_address: {address!r} is not a host name or an IP address (like 'gpu-01.example.com', "
+        "'10.0.0.7' or 'fd00::7')"]
+
+
+@pytest.mark.parametrize(("address", "message"), [
+    ("999.1.1.1", "is not an IP address"),
+    ("::1%lo\nssh-ed25519 AAAA", "has an IPv6 zone id (after '%'); give the address alone"),
+    ("fe80::1%eth0", "has an IPv6 zone id"),
+    ("FD00::7", "is not in canonical form; write it as 'fd00::7'"),
+    ("fd00:0:0::7", "is not in canonical form; write it as 'fd00::7'"),
+    ("::ffff:10.0.0.7", "is an IPv4-mapped IPv6 address; write the IPv4 address 10.0.0.7")])
+def test_an_ip_address_has_one_spelling_and_no_zone_id(address, message):
+    """A zone id is any text (newlines included) and makes `::1%x` loopback; one address, one spelling, so
+    the controller guard and known_hosts see it as every tool prints it."""
+    [error] = host_errors("gpu-01", {**CPU, "peer_address": address})
+    assert error.startswith(f"gpu-01: peer_address: {address!r} {message}"), error
 
 
 def test_a_bad_ssh_hostname_is_refused_as_the_peer_address_it_becomes():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from io import StringIO
 from os import environ
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyinfra import host
@@ -80,8 +79,7 @@ def fetcher_environment(model_host: ModelHostSpec) -> None:
 
 def peer_access(model_host: ModelHostSpec, user: str) -> None:
     """Hosts copy from each other as PEER_USER with the fleet's key, which may only read the cache."""
-    private_key = Path(model_host.model_peer_key).expanduser()
-    ensure_fleet_key(private_key, layout.PEER_KEY_NAME)
+    private_key, public_key = ensure_fleet_key(model_host.model_peer_key, layout.PEER_KEY_NAME)
     server.user(name=f"Peer copy user {PEER_USER}", user=PEER_USER, system=True, shell="/bin/sh",
                 home=layout.home(PEER_USER), create_home=True)
     files.directory(name=f"Directory ~{PEER_USER}/.ssh", path=f"{layout.home(PEER_USER)}/.ssh", user=PEER_USER,
@@ -91,7 +89,7 @@ def peer_access(model_host: ModelHostSpec, user: str) -> None:
                    dest=layout.PEER_AUTHORIZED_KEYS, user=PEER_USER, group=PEER_USER, mode="600",
                    forced_command=authorized_keys_option(StringCommand(
                        RRSYNC, "-ro", QuoteString(model_host.model_cache_path)).get_raw_value()),
-                   public_key=private_key.with_suffix(".pub").read_text().strip())
+                   public_key=public_key)
     files.directory(name=f"Directory ~{user}/.ssh", path=f"{layout.home(user)}/.ssh", user=user, group=user,
                     mode="700")
     files.put(name="The fleet's peer-copy key", src=str(private_key), dest=layout.peer_key(user), user=user,

@@ -5,7 +5,6 @@ of its own, confined to that user, without forwarding or a terminal, from the fl
 from __future__ import annotations
 
 import ipaddress
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -51,8 +50,7 @@ def nccl_tests() -> None:
 
 def mpi_user(vendor: str, fabric: FabricCheckSpec) -> None:
     """NCCL_USER runs the tests: it holds the fleet's MPI key and accepts it from the fleet's hosts."""
-    private_key = Path(fabric.nccl_mpi_key).expanduser()
-    ensure_fleet_key(private_key, layout.NCCL_KEY_NAME)
+    private_key, public_key = ensure_fleet_key(fabric.nccl_mpi_key, layout.NCCL_KEY_NAME)
     home = layout.home(layout.NCCL_USER)
     server.user(name=f"MPI user {layout.NCCL_USER}", user=layout.NCCL_USER, system=True, shell="/bin/sh", home=home,
                 create_home=True, groups=["render", "video"] if vendor == "amd" else None)
@@ -63,7 +61,7 @@ def mpi_user(vendor: str, fabric: FabricCheckSpec) -> None:
     files.template(name="The fleet's hosts may launch MPI ranks as this user, nothing else",
                    src=str(TEMPLATES / "k3ops" / "nccl-authorized-keys.j2"), dest=layout.NCCL_AUTHORIZED_KEYS,
                    user=layout.NCCL_USER, group=layout.NCCL_USER, mode="600",
-                   public_key=private_key.with_suffix(".pub").read_text().strip(),
+                   public_key=public_key,
                    from_addresses=",".join(fleet_addresses()))
     files.put(name="No locked-memory limit for the MPI user (RDMA registers its buffers)",
               src=str(TEMPLATES / "k3ops" / "nccl-limits.conf"), dest=MEMLOCK_LIMITS, mode="644")

@@ -6,7 +6,6 @@ when its unit, its secrets or the active revision change, and only then.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import DeployError, QuoteString, StringCommand, deploy
@@ -23,6 +22,7 @@ from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..spec import host_spec, model_host_spec
+from ..spec.controller import ControllerFileError, read_api_key
 from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
 from ..spec.fabric import FabricCheckSpec
 from ..ssh_liveness import watched
@@ -112,12 +112,10 @@ def api_key(engine: EngineSpec, found: Recipe):
     """The engine's secrets file (root, 0600: systemd reads it for the unit), with the API key when data names one."""
     lines = ""
     if engine.api_key_file:
-        path = Path(engine.api_key_file).expanduser()
         try:
-            lines = f"{layout.API_KEY_VARIABLES[found.engine]}={path.read_text().strip()}\n"
-        except OSError as error:
-            raise DeployError(f"{host.name}: engine.api_key_file: cannot read {path} on this controller: "
-                              f"{error.strerror}") from None
+            lines = f"{layout.API_KEY_VARIABLES[found.engine]}={read_api_key(engine.api_key_file)}\n"
+        except ControllerFileError as error:
+            raise DeployError(f"{host.name}: engine.api_key_file: {error}") from None
     return secret_file(ENGINE_SECRETS_FILE, lines, "Engine secrets")
 
 

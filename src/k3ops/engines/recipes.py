@@ -18,6 +18,14 @@ NODE_RANK = "{node_rank}"
 HEAD_ADDRESS = "{head_address}"
 REQUIRED = "{required}"  # a value the operator must give in data (engine.args); never defaulted
 PLACEHOLDERS = {MODEL_PATH, SERVED_NAME, HOST, PORT, NODE_RANK, HEAD_ADDRESS}
+# What the spec owns, by the field that sets it: data overriding a flag that carries one of these (or the
+# engine's size, or a key, which would sit in argv and a unit file) would bypass the spec's checks.
+SPEC_FIELDS = {MODEL_PATH: "model.revision (and engine.model_file)", SERVED_NAME: "model.name",
+               HOST: "engine.host", PORT: "engine.port", NODE_RANK: "the cluster's inventory order",
+               HEAD_ADDRESS: "the peer_address of the cluster's first host"}
+SPEC_FLAGS = {"--nnodes": "engine.recipe (its number of hosts)", "--api-key": "engine.api_key_file",
+              "--admin-api-key": "engine.api_key_file", "--api-key-file": "engine.api_key_file",
+              "--hf-token": "nothing (engines read the model cache)", "--config": "engine.args (flag by flag)"}
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,10 @@ def arguments(found: Recipe, overrides: dict[str, str | bool | None], node_rank:
     or None removes the flag; new flags are appended in the order given."""
     flags = list(found.args) + list(found.head_args if node_rank == 0 else found.worker_args)
     merged = {flag: value for flag, value in flags}
+    for flag in overrides:
+        owner = SPEC_FIELDS.get(merged.get(flag) or "") or SPEC_FLAGS.get(flag)
+        if owner:
+            raise RecipeError(f"{flag} is set by k3ops from {owner}; set that instead of engine.args")
     for flag, value in overrides.items():
         if value is None or value is False:
             merged.pop(flag, None)

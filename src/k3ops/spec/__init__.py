@@ -16,7 +16,8 @@ from pyinfra.api.exceptions import InventoryError
 
 from .connection import ConnectionSpec
 from .doctor import DoctorSpec
-from .engine import EngineHostSpec, cluster_errors, controller_errors
+from .controller import controller_errors
+from .engine import EngineHostSpec, cluster_errors
 from .fabric import FabricCheckSpec
 from .host import GpuHostSpec
 from .model import ModelHostSpec

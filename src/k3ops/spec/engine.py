@@ -8,20 +8,21 @@ an API key is required; the key, like HF_TOKEN, lives in a file, never in invent
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import stat
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..engines.recipes import RECIPES, RecipeError, arguments, recipe
-from .forms import HttpUrl, PlainText, environment, not_placeholder, plain, relative_path
+from ..onhost.layout import API_KEY_VARIABLES
+from .forms import ControllerPath, HttpUrl, IpAddress, environment, not_placeholder, plain, relative_path
 
 DIGEST = r"^sha256:[0-9a-f]{64}$"
 SHA256 = r"^[0-9a-f]{64}$"
 FLAG = r"^--[a-z0-9][a-z0-9-]*$"
-# An environment variable name, as a shell and systemd's Environment= take it.
-ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A negative number is an argument; any other value starting with `-` would be read as a flag of its own.
+NUMBER = re.compile(r"^-?[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?$")
+# Secrets reach the engine from the root-only secrets file, never from data (a unit file anyone reads).
+SECRET_VARIABLES = frozenset({*API_KEY_VARIABLES.values(), "HF_TOKEN"})
 # registry/repository[:tag] (Docker's reference grammar without the digest, which is image_digest): an
 # optional registry (a host with a dot or a port, or localhost), lowercase path components, and a tag of
 # word characters, dots and dashes.
@@ -49,9 +50,9 @@ class EngineSpec(BaseModel):
     args: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="flag overrides: a value replaces, true adds, false/null removes")
     environment: dict[str, str] = Field(default_factory=dict, description="extra environment for the engine")
-    host: str = Field("127.0.0.1", description="address the API binds to")
+    host: IpAddress = Field("127.0.0.1", description="address the API binds to")
     port: int | None = Field(None, ge=1, le=65535, description="API port (default: the recipe's)")
-    api_key_file: PlainText | None = Field(
+    api_key_file: ControllerPath | None = Field(
         None, description="controller path of the API key file (needed off loopback)")
     cluster: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]*$",
                                 description="multi-node recipes: hosts with the same cluster serve together")
@@ -108,23 +109,21 @@ class EngineSpec(BaseModel):
                 raise ValueError(f"{flag!r} is not a long flag like '--max-model-len'")
             if isinstance(argument, str):
                 plain(argument, flag)
+                if argument.startswith("-") and not NUMBER.fullmatch(argument):
+                    raise ValueError(f"{flag}: {argument!r} starts with '-', so the engine would read it as a flag "
+                                     "of its own; give the flag itself as a key of engine.args")
         return value
 
     @field_validator("environment")
     @classmethod
     def _variables(cls, value: dict) -> dict:
-        """Names a shell and systemd take as variables; values on one line (a newline: a new directive)."""
-        return environment(value, ENVIRONMENT_NAME, "an environment variable name (letters, digits and _, not "
-                                                    "starting with a digit)")
-
-    @field_validator("host")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IP address (bind to one address, e.g. 127.0.0.1)") from None
-        return value
+        """Names a shell and systemd take as variables; values on one line (a newline: a new directive); no
+        secret, which would sit in a unit file every user reads."""
+        secret = sorted(SECRET_VARIABLES & set(value))
+        if secret:
+            raise ValueError(f"{secret[0]} is a secret: give the API key in engine.api_key_file (a file on the "
+                             "controller), never in data; the engines need no Hub token")
+        return environment(value)
 
     @model_validator(mode="after")
     def _complete(self) -> EngineSpec:
@@ -171,32 +170,6 @@ class EngineHostSpec(BaseModel):
             if data.get("model") is None:
                 raise ValueError("engine: an engine needs a model to serve (set model)")
         return data
-
-
-def controller_errors(data: dict) -> list[str]:
-    """`field: message` for each file the host's engine names on this controller, checked where the deploy
-    will read it: the API key file must exist, be a regular file and be its owner's alone, as ssh demands
-    of a private key (the deploy copies it to the host as a secret)."""
-    engine = data.get("engine")
-    path = engine.get("api_key_file") if isinstance(engine, dict) else None
-    if not isinstance(path, str) or not path:
-        return []
-    where = os.path.expanduser(path)
-    try:
-        found = os.stat(where)
-    except FileNotFoundError:
-        return [f"engine.api_key_file: {path} does not exist on this controller; make one with `(umask 077; "
-                f"mkdir -p {os.path.dirname(path) or '.'} && openssl rand -hex 32 > {path})`"]
-    except OSError as error:
-        return [f"engine.api_key_file: cannot read {path} on this controller: {error.strerror}"]
-    if not stat.S_ISREG(found.st_mode):
-        return [f"engine.api_key_file: {path} is not a regular file"]
-    if found.st_mode & 0o077:
-        return [f"engine.api_key_file: {path} is open to group or others (mode {stat.S_IMODE(found.st_mode):04o}); "
-                f"keep the key its owner's alone: `chmod 600 {path}`"]
-    if not os.access(where, os.R_OK):
-        return [f"engine.api_key_file: {path} cannot be read by this user"]
-    return []
 
 
 def cluster_members(cluster: str, hosts: list[tuple[str, dict]]) -> list[str]:
