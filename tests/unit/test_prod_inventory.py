@@ -106,7 +106,7 @@ def test_the_example_fleet_is_valid_once_its_placeholders_are_replaced(tmp_path)
     ("b300", ('hardware_profile = "b300x8"\n', 'hardware_profile = "b300x8"\nservice_user = "root"\n'),
      "b300-01: service_user: 'root' is a system account"),
     ("b300", ('hardware_profile = "b300x8"\n', 'hardware_profile = "b300x8"\nservice_user = "k3ops-peer"\n'),
-     "b300-01: service_user: 'k3ops-peer' is the peer-copy user"),
+     "b300-01: service_user: 'k3ops-peer' is k3ops's own peer-copy user"),
     ("mi355x", ('rocm_release = "7.0.2"', 'rocm_release = "5.7.1"'),
      "mi355x-01: rocm_release: 5.7.1 does not support the AMD Instinct MI355X (CDNA4), which needs ROCm 7.0.0"),
     ("mi355x", ('rocm_release = "7.0.2"', 'rocm_release = "7.0.2"\nfabric_manager = "on"'),

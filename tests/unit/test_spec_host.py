@@ -26,10 +26,20 @@ def test_defaults_suit_k3_on_nvidia():
 
 def test_repositories_named_in_data_replace_only_those():
     spec = GpuHostSpec.model_validate({"hardware_profile": "mi300x8", "rocm_release": "6.4.1", "repositories": {
-        "rocm": {"url": "http://mirror.example/rocm/apt/{rocm_release}", "key_url": "http://mirror.example/key",
+        "rocm": {"url": "http://mirror.example/rocm/apt/{rocm_release}", "key_url": "https://mirror.example/key",
                  "suite": "noble"}}})
     assert spec.repository("rocm").url == "http://mirror.example/rocm/apt/6.4.1"
     assert spec.repository("amdgpu").url == "https://repo.radeon.com/amdgpu/6.4.1/ubuntu"
+
+
+def test_a_signing_key_comes_over_https_unless_data_allows_plain_http_on_purpose():
+    """apt trusts packages by the key, so the key's URL must prove who answers; apt URLs may stay http."""
+    data = {"hardware_profile": "h200x8", "repositories": {"cuda": {"url": "http://mirror.example/cuda/",
+                                                                    "key_url": "http://mirror.example/key"}}}
+    with pytest.raises(ValidationError, match="repositories.cuda.key_url: 'http://mirror.example/key': what this "
+                                              "URL serves is trusted, so it must be https"):
+        GpuHostSpec.model_validate(data)
+    assert GpuHostSpec.model_validate({**data, "allow_plain_http": True}).repositories["cuda"].key_url.startswith("http:")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -84,7 +94,8 @@ OWN_USER = "run the engines as a user of their own, e.g. 'k3ops'"
 @pytest.mark.parametrize("user, message", [
     *((user, f"'{user}' is a system account; {OWN_USER}")
       for user in ("root", "daemon", "bin", "nobody", "www-data", "sshd", "messagebus", "systemd-network", "_apt")),
-    ("k3ops-peer", f"'k3ops-peer' is the peer-copy user (it may only read the cache over rrsync); {OWN_USER}"),
+    ("k3ops-peer", f"'k3ops-peer' is k3ops's own peer-copy user, which may do only that; {OWN_USER}"),
+    ("k3ops-nccl", f"'k3ops-nccl' is k3ops's own MPI user, which may do only that; {OWN_USER}"),
 ])
 def test_the_engines_never_run_as_root_a_system_account_or_the_peer_user(user, message):
     assert host_errors("gpu-01", {**H200, "service_user": user}) == [f"gpu-01: service_user: {message}"]

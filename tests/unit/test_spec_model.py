@@ -39,10 +39,26 @@ def test_bad_model_data_names_host_and_field(change, message):
     ({"hf_endpoint": "https://hub.example/\"; reboot"}, "gpu-01: hf_endpoint: 'https://hub.example/\"; reboot' is not"),
     ({"python_index_url": "https://pypi.example/simple;reboot"}, "gpu-01: python_index_url: 'https://pypi.example/simple;"),
     ({"python_find_links": "http://10.0.0.1/wheels/ --pre"}, "gpu-01: python_find_links: 'http://10.0.0.1/wheels/ --pre'"),
+    ({"hf_endpoint": "https://hub_mirror.example"}, "gpu-01: hf_endpoint: 'https://hub_mirror.example' is not"),
+    ({"hf_endpoint": "https://[fe80::1%eth0]/"}, "gpu-01: hf_endpoint: 'https://[fe80::1%eth0]/' is not"),
+    ({"model_peer_key": "keys/peer"}, "gpu-01: model_peer_key: 'keys/peer' is not a plain controller path"),
+    ({"model_peer_key": "~/../other/.ssh/id_ed25519"}, "gpu-01: model_peer_key: '~/../other/.ssh/id_ed25519' is not"),
+    ({"nccl_mpi_key": "~/k3ops key"}, "gpu-01: nccl_mpi_key: '~/k3ops key' is not a plain controller path"),
 ])
 def test_bad_cache_data_names_host_and_field(data, message):
     errors = host_errors("gpu-01", {**CPU, "model": MODEL, **data})
     assert any(error.startswith(message) for error in errors), errors
+
+
+@pytest.mark.parametrize("field", ["hf_endpoint", "python_index_url", "python_find_links"])
+def test_what_runs_on_the_host_comes_over_https_unless_data_allows_plain_http(field):
+    """The Hub's digests, the fetcher's wheels: whoever answers plain http on the path would choose them."""
+    assert host_errors("gpu-01", {**CPU, "model": MODEL, field: "http://mirror.example/simple/"}) == [
+        f"gpu-01: {field}: 'http://mirror.example/simple/': what this URL serves is trusted, so it must be https "
+        "(plain http can be answered by anyone on the path); set allow_plain_http = True only for a network you "
+        "control"]
+    assert host_errors("gpu-01", {**CPU, "model": MODEL, "allow_plain_http": True,
+                                  field: "http://mirror.example/simple/"}) == []
 
 
 def test_the_examples_placeholder_revision_is_refused_with_how_to_find_the_commit():
@@ -138,8 +154,24 @@ def test_an_ip_address_has_one_spelling_and_no_zone_id(address, message):
     assert error.startswith(f"gpu-01: peer_address: {address!r} {message}"), error
 
 
-def test_a_bad_ssh_hostname_is_refused_as_the_peer_address_it_becomes():
-    assert host_errors("gpu-01", {**CPU, "ssh_hostname": "gpu 07"})[0].startswith("gpu-01: peer_address: 'gpu 07'")
+def test_a_bad_ssh_hostname_is_refused_as_itself_and_as_the_peer_address_it_becomes():
+    errors = host_errors("gpu-01", {**CPU, "ssh_hostname": "gpu 07"})
+    assert [error.split(":")[1] for error in errors] == [" ssh_hostname", " peer_address"], errors
+
+
+@pytest.mark.parametrize("name", ["gpu-*", "gpu-01,gpu-02", "-oProxyCommand=x", "gpu-01\nevil", "gpu 01",
+                                  "gpu-01.example.com.", "::1%lo", "@local x"])
+def test_an_inventory_host_name_is_a_host_name_or_an_address(name):
+    """The name is a word of known_hosts, mpirun's host list and --limit's glob: a `*` in it makes a one-host
+    upgrade group every host, a `,` adds a host to mpirun's list, a leading `-` is an option."""
+    [error] = host_errors(name, CPU)
+    assert error.startswith(f"{name!r}: the inventory's host name: "), error
+
+
+@pytest.mark.parametrize("name", ["gpu-01", "gpu-01.dc1.example.com", "10.0.0.7", "fd00::7", "@local",
+                                  "@docker/debian:12"])
+def test_legitimate_inventory_host_names_pass(name):
+    assert host_errors(name, CPU) == []
 
 
 def test_glob_patterns_are_one_line_each():

@@ -50,7 +50,7 @@ def nothing_but_loopback(monkeypatch, tmp_path):
 
 def inventory(tmp_path, repository: str, hosts: dict[str, dict]) -> str:
     """Hosts at TEST-NET addresses (never reached), h200x8 with the test's CUDA repository."""
-    defaults = {"hardware_profile": "h200x8", "nvidia_driver_version": "580.105.08",
+    defaults = {"hardware_profile": "h200x8", "nvidia_driver_version": "580.105.08", "allow_plain_http": True,
                 "repositories": {"cuda": {"url": repository, "key_url": repository + "key.gpg"}}}
     entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **defaults, **data})
                for index, (name, data) in enumerate(hosts.items(), 10)]

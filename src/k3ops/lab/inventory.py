@@ -54,6 +54,7 @@ def host_data(host: state.LabHost) -> dict:
         "nvme_devices": [f"/dev/{disk.name}" for disk in profile.disks(host.nvme_devices)],
         "repositories": repositories(),
         "model": {"repo_id": hub.TINY_MODEL_REPO, "revision": hub.TINY_MODEL_REVISIONS[0], "name": "tiny-k3"},
+        "allow_plain_http": True,  # the lab's Hub, wheels and signing keys, on its own network
         "hf_endpoint": hub.hub_url(),
         "python_find_links": wheelhouse.url(),
         "model_peer_key": str(state.CACHE_DIR / "ssh" / "peer_ed25519"),

@@ -9,6 +9,7 @@ file's own groups are read too, for what pyinfra's merge would hide: a host defi
 from __future__ import annotations
 
 import contextvars
+import re
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,11 +20,13 @@ from .doctor import DoctorSpec
 from .controller import controller_errors
 from .engine import EngineHostSpec, cluster_errors
 from .fabric import FabricCheckSpec
+from .forms import network_address
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 from .upgrade import UpgradeSpec
 
 SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, DoctorSpec, UpgradeSpec, ConnectionSpec)
+CONNECTOR_HOST = re.compile(r"^@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?$")
 _validating = contextvars.ContextVar("k3ops_validating_inventory", default=False)
 
 
@@ -37,8 +40,9 @@ def connector_keys() -> set[str]:
 def host_errors(name: str, data: dict) -> list[str]:
     """Every problem with one host's data, as `host: field: message` lines."""
     known = connector_keys() | {field for spec in SPECS for field in spec.model_fields}
-    errors = [f"{name}: {key}: not a k3ops or pyinfra setting (a typo?)"
-              for key in sorted(data) if key not in known and not key.startswith("_")]
+    errors = address_form_errors(name, data)
+    errors += [f"{name}: {key}: not a k3ops or pyinfra setting (a typo?)"
+               for key in sorted(data) if key not in known and not key.startswith("_")]
     for spec in SPECS:
         try:
             spec.model_validate(data)
@@ -48,6 +52,27 @@ def host_errors(name: str, data: dict) -> list[str]:
                 message = problem["msg"].removeprefix("Value error, ")
                 errors.append(f"{name}: {where}: {message}" if where else f"{name}: {message}")
     return errors + [f"{name}: {problem}" for problem in controller_errors(data)]
+
+
+def address_form_errors(name: str, data: dict) -> list[str]:
+    """The host's name and SSH address are words of known_hosts, mpirun's host list, rsync and balancer
+    commands: a host name or an IP address, nothing a glob, a list or an option could read."""
+    errors = []
+    if name.startswith("@"):  # another connector's host (@local, @docker/IMAGE): its own kind of name
+        if not CONNECTOR_HOST.fullmatch(name):
+            errors.append(f"{name!r}: the inventory's host name: not a connector host like '@docker/debian:12'")
+        return errors
+    try:
+        network_address(name)
+    except ValueError as error:
+        errors.append(f"{name!r}: the inventory's host name: {error}")
+    address = data.get("ssh_hostname")
+    if address is not None:
+        try:
+            network_address(address if isinstance(address, str) else repr(address))
+        except ValueError as error:
+            errors.append(f"{name}: ssh_hostname: {error}")
+    return errors
 
 
 def inventory_errors(inventory, groups: dict | None = None) -> list[str]:

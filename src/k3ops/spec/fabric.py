@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..nccl.thresholds import TEST_KINDS
-from .forms import PlainText, environment
+from .forms import ControllerPath, environment
 
 PACKAGE_VERSION = re.compile(r"^(?:\d+:)?[0-9][A-Za-z0-9.+~]*-[A-Za-z0-9.+~]+$")
 SETTING_NAME = re.compile(r"^(?:NCCL|RCCL|UCX|HSA|CUDA|NVIDIA|OMPI)_[A-Z0-9_]+$")
@@ -42,7 +42,7 @@ class FabricCheckSpec(BaseModel):
     nccl_bootstrap_interface: str | None = Field(
         None, description="network interface MPI and NCCL's bootstrap use between hosts; unset: any but lo and "
                           "docker0")
-    nccl_mpi_key: PlainText = Field("~/.config/k3ops/nccl_ed25519",
+    nccl_mpi_key: ControllerPath = Field("~/.config/k3ops/nccl_ed25519",
                                     description="controller path of the fleet's MPI launch key (made when missing)")
     nccl_group: str | None = Field(
         None, pattern=r"^[a-z0-9][a-z0-9-]*$",

@@ -77,9 +77,13 @@ def http_url(value: str) -> str:
 
 
 def trusted_url(value: str, plain_http_allowed: bool) -> str:
-    """A URL whose answer is trusted (signing keys, the Hub's digests, the Python index): https, so that who
-    answers is proven, unless the inventory allows plain http on purpose (a network it controls, as the lab's)."""
-    http_url(value)
+    """A URL whose answer is trusted (signing keys, the Hub's digests, the Python index)."""
+    return https_unless_allowed(http_url(value), plain_http_allowed)
+
+
+def https_unless_allowed(value: str, plain_http_allowed: bool) -> str:
+    """https, so that who answers is proven, unless the inventory allows plain http on purpose (a network
+    it controls, as the lab's)."""
     if value.startswith("http://") and not plain_http_allowed:
         raise ValueError(f"{value!r}: what this URL serves is trusted, so it must be https (plain http can be "
                          f"answered by anyone on the path); set {PLAIN_HTTP_SETTING} = True only for a network "

@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
-from ..onhost.layout import PEER_USER
-from .forms import http_url
+from ..onhost.layout import NCCL_USER, PEER_USER
+from .forms import PLAIN_HTTP_SETTING, http_url, https_unless_allowed
 
 DRIVER_VERSION = re.compile(r"^(?P<branch>\d{3})\.\d{2,3}(?:\.\d{2})?$")
 ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -148,6 +148,20 @@ class GpuHostSpec(BaseModel):
         """Inventory data names only the repositories it moves; the rest stay the vendors' own."""
         return {**vendor_repositories(), **value} if isinstance(value, dict) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _signing_keys_over_https(cls, data):
+        """apt checks packages against the signing key, so the key itself must come from who it claims to."""
+        repositories = data.get("repositories") if isinstance(data, dict) else None
+        for name, repository in (repositories or {}).items() if isinstance(repositories, dict) else ():
+            key_url = repository.get("key_url") if isinstance(repository, dict) else None
+            if isinstance(key_url, str):
+                try:
+                    https_unless_allowed(key_url, data.get(PLAIN_HTTP_SETTING) is True)
+                except ValueError as error:
+                    raise ValueError(f"repositories.{name}.key_url: {error}") from None
+        return data
+
     @field_validator("hardware_profile")
     @classmethod
     def _known_profile(cls, value: str) -> str:
@@ -166,9 +180,9 @@ class GpuHostSpec(BaseModel):
     @classmethod
     def _own_user(cls, value: str) -> str:
         """The engines run as this user and own the model cache: never an account other software relies on."""
-        if value == PEER_USER:
-            raise ValueError(f"{value!r} is the peer-copy user (it may only read the cache over rrsync); "
-                             "run the engines as a user of their own, e.g. 'k3ops'")
+        if value in (PEER_USER, NCCL_USER):
+            raise ValueError(f"{value!r} is k3ops's own {'peer-copy' if value == PEER_USER else 'MPI'} user, which "
+                             "may do only that; run the engines as a user of their own, e.g. 'k3ops'")
         if value in SYSTEM_ACCOUNTS or value.startswith(SYSTEM_ACCOUNT_PREFIXES):
             raise ValueError(f"{value!r} is a system account; run the engines as a user of their own, e.g. 'k3ops'")
         return value

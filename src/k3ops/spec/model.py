@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..onhost import layout
-from .forms import HttpUrl, PlainText, network_address, not_placeholder
+from .forms import PLAIN_HTTP_SETTING, ControllerPath, PlainText, network_address, not_placeholder, trusted_url
 
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 REPO_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -83,16 +83,19 @@ class ModelHostSpec(BaseModel):
                              "downloads (from a site mirror in hf_endpoint)")
     model_peer_wait_seconds: int = Field(6 * 3600, ge=0,
                                          description="how long a host waits for its peer's copy before the Hub")
-    model_peer_key: PlainText = Field("~/.config/k3ops/peer_ed25519",
+    model_peer_key: ControllerPath = Field("~/.config/k3ops/peer_ed25519",
                                       description="controller path of the fleet's peer-copy SSH key (made when "
                                                   "missing); it can only read the model caches")
     model_peer_bwlimit_mib: float | None = Field(
         None, gt=0, description="cap (MiB/s) on each peer copy, so copying leaves bandwidth for serving; none: no cap")
     peer_address: str | None = Field(None, description="address peers reach this host on (default: its SSH address)")
-    hf_endpoint: HttpUrl = Field("https://huggingface.co", description="Hub (or site mirror) the checkpoint comes from")
-    python_index_url: HttpUrl = Field("https://pypi.org/simple",
-                                      description="package index for the host-side fetcher's venv")
-    python_find_links: HttpUrl | None = Field(
+    allow_plain_http: bool = Field(
+        False, description="let http:// URLs carry trust (the Hub, the Python index, signing keys): only on a "
+                           "network you control, as the lab's")
+    hf_endpoint: str = Field("https://huggingface.co", description="Hub (or site mirror) the checkpoint comes from")
+    python_index_url: str = Field("https://pypi.org/simple",
+                                  description="package index for the host-side fetcher's venv")
+    python_find_links: str | None = Field(
         None, description="a directory of wheels used instead of the index (air-gapped)")
 
     @model_validator(mode="before")
@@ -135,6 +138,12 @@ class ModelHostSpec(BaseModel):
         if repeated:
             raise ValueError(f"{repeated[0]!r} is listed more than once; list each device once")
         return value
+
+    @field_validator("hf_endpoint", "python_index_url", "python_find_links")
+    @classmethod
+    def _trusted(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """What these serve runs on the host (code, weights checked against the Hub's own digests): https."""
+        return None if value is None else trusted_url(value, info.data.get(PLAIN_HTTP_SETTING) is True)
 
     @field_validator("peer_address")
     @classmethod
