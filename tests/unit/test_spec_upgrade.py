@@ -1,4 +1,5 @@
-"""The rollout's settings: load balancer commands are words with two placeholders, each filled in as one word."""
+"""The rollout's settings: load balancer commands are words with two placeholders, each a whole word filled in
+with a validated name or address."""
 
 import pytest
 from pydantic import ValidationError
@@ -7,11 +8,26 @@ from k3ops.spec.upgrade import UpgradeSpec
 from k3ops.upgrade.rollout import rollback_version
 
 
-def test_a_hostile_host_name_stays_one_word_of_the_command():
-    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "--backend={host}:8080"]})
-    assert spec.lb_command("deregister", "gpu-01; rm -rf /", "10.0.0.7") == ["lbctl", "drain",
-                                                                            "--backend=gpu-01; rm -rf /:8080"]
+def test_placeholders_are_replaced_word_for_word():
+    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "{host}", "--ip",
+                                                                         "{address}"]})
+    assert spec.lb_command("deregister", "gpu-01", "fd00::7") == ["lbctl", "drain", "gpu-01", "--ip", "fd00::7"]
     assert spec.lb_command("register", "gpu-01", "10.0.0.7") is None  # no balancer to put it back behind
+
+
+@pytest.mark.parametrize("host", ["gpu-01; rm -rf /", "-oProxyCommand=x", "gpu-*", "::1%lo"])
+def test_a_value_that_is_no_host_name_or_address_never_reaches_the_command(host):
+    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "{host}"]})
+    with pytest.raises(ValueError):
+        spec.lb_command("deregister", host, "10.0.0.7")
+
+
+@pytest.mark.parametrize("words", [["sh", "-c", "lbctl drain {address}"], ["lbctl", "--backend={host}:8080"],
+                                   ["lbctl", "{host}{address}"]])
+def test_a_placeholder_inside_a_word_is_refused(words):
+    """Inside `sh -c "... {address}"` a value would be shell; inside `--backend={host}` the tool parses it."""
+    with pytest.raises(ValidationError, match="a placeholder must be a word of its own"):
+        UpgradeSpec.model_validate({"upgrade_lb_deregister_command": words})
 
 
 @pytest.mark.parametrize(("words", "message"), [

@@ -1,7 +1,8 @@
 """How a rolling driver upgrade takes a host out of service and brings it back (`k3ops upgrade`).
 
 The site's load balancer is reached by commands of its own, run on the controller: a list of words (no shell)
-in which `{host}` and `{address}` stand for the inventory name and the address peers reach the host on.
+in which a word `{host}` or `{address}` stands for the inventory name or the address peers reach the host on.
+Placeholders are whole words, so a value is never spliced into a word a shell or a tool would parse further.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .forms import plain
+from .forms import network_address, plain
 
 PLACEHOLDERS = ("{host}", "{address}")
 BRACED = re.compile(r"\{[^}]*\}")
@@ -24,9 +25,13 @@ def command_words(words: list[str] | None) -> list[str] | None:
         raise ValueError("give the command as a list of words, the program first (e.g. ['lbctl', 'drain', '{host}'])")
     for word in words:
         plain(word)
-        unknown = [found for found in BRACED.findall(word) if found not in PLACEHOLDERS]
+        braced = BRACED.findall(word)
+        unknown = [found for found in braced if found not in PLACEHOLDERS]
         if unknown:
             raise ValueError(f"{word!r}: {unknown[0]} is not a placeholder; use {' or '.join(PLACEHOLDERS)}")
+        if braced and word not in PLACEHOLDERS:
+            raise ValueError(f"{word!r}: a placeholder must be a word of its own (['lbctl', 'drain', "
+                             f"'{braced[0]}']), never inside a word a shell or the tool would parse")
     return words
 
 
@@ -59,8 +64,10 @@ class UpgradeSpec(BaseModel):
         return command_words(value)
 
     def lb_command(self, which: str, host: str, address: str) -> list[str] | None:
-        """The deregister or register command for one host, placeholders filled in (each stays one word)."""
+        """The deregister or register command for one host, each placeholder word replaced by its value, which
+        is a host name or an address (never an option: neither starts with `-`)."""
         words = self.upgrade_lb_deregister_command if which == "deregister" else self.upgrade_lb_register_command
         if words is None:
             return None
-        return [word.replace("{host}", host).replace("{address}", address) for word in words]
+        values = {"{host}": network_address(host), "{address}": network_address(address)}
+        return [values.get(word, word) for word in words]
