@@ -14,3 +14,13 @@ def real_output(relative: str) -> str:
     """A captured output from ../shared/fixtures/real/, without its two provenance header lines."""
     text = (REAL_FIXTURES / relative).read_text()
     return text.split("\n", 2)[2]
+
+
+def fleet_public_key(directory: Path, comment: str = "k3ops-peers") -> str:
+    """A real ed25519 public key line, made by ssh-keygen in `directory` (private key beside it, 0600)."""
+    import subprocess
+
+    key = directory / "fleet_ed25519"
+    if not key.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)], check=True)
+    return key.with_suffix(".pub").read_text().strip()

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from k3ops.engines.units import environment_assignment, systemd_command
+from k3ops.escape import systemd_assignment, systemd_command
 from k3ops.lab import faults
 from k3ops.onhost import layout
 
@@ -143,7 +143,7 @@ def test_hostile_values_reach_a_process_exactly_as_written(lab):
     environment variable: both are the value, byte for byte, after systemd's unescaping."""
     script = 'printf "%s\\n" "$1" "$K3_NOTE"'
     unit = ("[Service]\nType=oneshot\n"
-            f"Environment={environment_assignment('K3_NOTE', HOSTILE)}\n"
+            f"Environment={systemd_assignment('K3_NOTE', HOSTILE)}\n"
             f"ExecStart={systemd_command(['/bin/sh', '-c', script, 'sh', HOSTILE])}\n")
     printed = install_unit("gpu-02", "k3ops-hostile-echo.service", unit,
                            "systemctl start k3ops-hostile-echo.service && "

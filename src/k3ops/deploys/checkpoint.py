@@ -9,6 +9,7 @@ against the Hub's digests before it activates it.
 from __future__ import annotations
 
 import json
+import shlex
 from io import StringIO
 from os import environ
 from urllib.parse import urlsplit
@@ -19,6 +20,7 @@ from pyinfra.facts.server import Which
 from pyinfra.operations import apt, files, pip, server, systemd
 from pyinfra.operations.util import any_changed
 
+from ..escape import authorized_keys_line, systemd_value
 from ..onhost import layout
 from ..onhost.layout import PEER_USER
 from ..operations import checkpoint as checkpoint_operations
@@ -48,8 +50,9 @@ def checkpoint() -> None:
     peer_access(model_host, user)
     token()
     units = [files.template(name=f"Unit {unit}", src=str(TEMPLATES / "systemd" / f"{unit}.j2"),
-                            dest=f"/etc/systemd/system/{unit}", mode="644", layout=layout, service_user=user,
-                            service_home=layout.home(user), cache_path=model_host.model_cache_path)
+                            dest=f"/etc/systemd/system/{unit}", mode="644", layout=layout,
+                            service_user=systemd_value(user), service_home=systemd_value(layout.home(user)),
+                            cache_path=systemd_value(model_host.model_cache_path))
              for unit in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE, layout.VERIFY_TIMER_TEMPLATE)]
     systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=any_changed(*units))
     files.directory(name=f"Directory {layout.MODEL_CONFIG_DIR}", path=layout.MODEL_CONFIG_DIR, mode="755")
@@ -87,18 +90,17 @@ def peer_access(model_host: ModelHostSpec, user: str) -> None:
     files.template(name="Peers may read the model cache, nothing else",
                    src=str(TEMPLATES / "k3ops" / "peer-authorized-keys.j2"),
                    dest=layout.PEER_AUTHORIZED_KEYS, user=PEER_USER, group=PEER_USER, mode="600",
-                   forced_command=authorized_keys_option(StringCommand(
-                       RRSYNC, "-ro", QuoteString(model_host.model_cache_path)).get_raw_value()),
-                   public_key=public_key)
+                   key_line=peer_key_line(model_host.model_cache_path, public_key))
     files.directory(name=f"Directory ~{user}/.ssh", path=f"{layout.home(user)}/.ssh", user=user, group=user,
                     mode="700")
     files.put(name="The fleet's peer-copy key", src=str(private_key), dest=layout.peer_key(user), user=user,
               group=user, mode="600")
 
 
-def authorized_keys_option(command: str) -> str:
-    """A forced command as an authorized_keys option value: sshd unescapes only \\" inside the quotes."""
-    return '"' + command.replace('"', '\\"') + '"'
+def peer_key_line(cache_path: str, public_key: str) -> str:
+    """The peers' authorized_keys line: the fleet key, confined to reading the cache with rrsync."""
+    return authorized_keys_line([("restrict", None), ("command", shlex.join([RRSYNC, "-ro", cache_path]))],
+                                public_key)
 
 
 def token() -> None:

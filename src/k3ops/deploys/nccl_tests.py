@@ -11,6 +11,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, files, server
 from pyinfra.operations.util import any_changed
 
+from ..escape import authorized_keys_line
 from ..facts.network import RdmaNics
 from ..onhost import layout
 from ..operations import packages
@@ -61,10 +62,16 @@ def mpi_user(vendor: str, fabric: FabricCheckSpec) -> None:
     files.template(name="The fleet's hosts may launch MPI ranks as this user, nothing else",
                    src=str(TEMPLATES / "k3ops" / "nccl-authorized-keys.j2"), dest=layout.NCCL_AUTHORIZED_KEYS,
                    user=layout.NCCL_USER, group=layout.NCCL_USER, mode="600",
-                   public_key=public_key,
-                   from_addresses=",".join(fleet_addresses()))
+                   key_line=mpi_key_line(fleet_addresses(), public_key))
     files.put(name="No locked-memory limit for the MPI user (RDMA registers its buffers)",
               src=str(TEMPLATES / "k3ops" / "nccl-limits.conf"), dest=MEMLOCK_LIMITS, mode="644")
+
+
+def mpi_key_line(addresses: list[str], public_key: str) -> str:
+    """The MPI user's authorized_keys line: the fleet key, no forwarding or terminal, from `addresses` only
+    (when given)."""
+    return authorized_keys_line([("restrict", None), *([("from", ",".join(addresses))] if addresses else [])],
+                                public_key)
 
 
 def fleet_addresses() -> list[str]:

@@ -14,6 +14,7 @@ from pyinfra import host
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, systemd
 
+from ..escape import imex_nodes_file
 from ..facts.nvidia import FabricManager, NvSwitches
 from ..operations import packages
 from ..spec import model_host_spec
@@ -92,7 +93,7 @@ def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_
         systemd.service(name="Fabric manager off, as data says", service=FABRIC_MANAGER_SERVICE, running=False,
                         enabled=False)
     if spec.board.nvlink_domain:
-        nodes = files.put(name="IMEX: the nodes of this NVLink domain", src=StringIO("\n".join(imex_nodes(spec)) + "\n"),
+        nodes = files.put(name="IMEX: the nodes of this NVLink domain", src=StringIO(imex_nodes_file(imex_nodes(spec))),
                           dest=IMEX_NODES_FILE, mode="644")
         systemd.service(name="Enable IMEX", service=IMEX_SERVICE, running=True, enabled=True, _if=driver_loaded)
         systemd.service(name="Restart IMEX on its new version or nodes", service=IMEX_SERVICE, restarted=True,

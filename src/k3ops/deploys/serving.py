@@ -14,7 +14,7 @@ from pyinfra.operations import docker, files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from ..engines.recipes import Recipe, recipe
-from ..engines.units import unit_names, unit_variables
+from ..engines.units import engine_urls, unit_names, unit_variables
 from ..facts.engine import EngineState
 from ..facts.fabric_check import LastFabricCheck
 from ..nccl.results import gate_refusal
@@ -48,6 +48,7 @@ def serving() -> None:
                             cache_path=model_host.model_cache_path, service_user=spec.service_user,
                             gpu_vendor=spec.gpu_vendor, docker_source=spec.docker_source, node_rank=rank,
                             head_address=head)
+    urls = engine_urls(engine, rank)
     if found.image:
         image = f"{engine.image or found.image}@{engine.image_digest}"
         docker.image(name=f"Pull {image}", image=image)
@@ -70,7 +71,7 @@ def serving() -> None:
         """Running, but on an old unit, key or revision: restart it (once, before the start below)."""
         if not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
             return False
-        state = host.get_fact(EngineState, health_url=values["health_url"], models_url=values["models_url"],
+        state = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"],
                               served_name=model_host.model.name)
         return any(op.did_change() for op in [*units, secrets]) or state["revision"] not in (None, loaded)
 
@@ -80,7 +81,7 @@ def serving() -> None:
     if rank == 0:
         systemd.service(name="Engine watchdog timer", service=layout.WATCHDOG_TIMER, running=True, enabled=True)
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
-                                health_url=values["health_url"], models_url=values["models_url"],
+                                health_url=urls["health_url"], models_url=urls["models_url"],
                                 served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)
 
 

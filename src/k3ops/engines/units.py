@@ -4,14 +4,15 @@ The engine reads the model from the cache's `current` revision with the Hub swit
 restart never downloads; containers get the GPUs the way the GPU host deploy configured them and the
 host's Docker supports; secrets reach the engine only through systemd, which reads them from a
 root-only file into the environment (never a unit file, an argument or a file the service user reads).
-Every value lands in the unit escaped for systemd, so no data can add a directive or expand a specifier.
+Every value reaches the templates escaped for systemd (k3ops.escape), so no data can add a directive or
+expand a specifier.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 
+from ..escape import systemd_assignment, systemd_command, systemd_value, systemd_word
 from ..onhost import layout
 from .recipes import RECIPES, Recipe, command_line
 
@@ -25,8 +26,6 @@ GPU_ACCESS = {
     ("amd", "vendor"): AMD_GPU_ACCESS,
     ("amd", "distribution"): AMD_GPU_ACCESS,
 }
-# systemd splits a command line itself: words with these need quoting; % and $ must be doubled.
-SYSTEMD_PLAIN_WORD_REGEX = r"^[A-Za-z0-9_@%+=:,./-]+$"
 
 
 def unit_names(node_rank: int) -> list[str]:
@@ -39,8 +38,12 @@ def unit_names(node_rank: int) -> list[str]:
 
 
 def health_host(bind: str) -> str:
-    """Where a check on the host itself reaches the API: the bind address, or loopback for a wildcard."""
-    return "127.0.0.1" if ipaddress.ip_address(bind).is_unspecified else bind
+    """Where a check on the host itself reaches the API, as a URL names it: the bind address (IPv6 in
+    brackets), or loopback for a wildcard."""
+    address = ipaddress.ip_address(bind)
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "[::1]"
+    return bind if address.version == 4 else f"[{bind}]"
 
 
 def engine_urls(engine, node_rank: int = 0) -> dict[str, str | None]:
@@ -49,26 +52,6 @@ def engine_urls(engine, node_rank: int = 0) -> dict[str, str | None]:
     base = f"http://{health_host(engine.host)}:{engine.port or RECIPES[engine.recipe].port}"
     return {"health_url": f"{base}/health", "models_url": f"{base}/v1/models" if node_rank == 0 else None,
             "metrics_url": f"{base}/metrics", "chat_url": f"{base}/v1/chat/completions"}
-
-
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def systemd_word(word: str) -> str:
-    """One word of a systemd command line, read back literally: specifiers (%) and variables ($)
-    doubled, and double-quoted with C escapes unless it is plain."""
-    escaped = word.replace("%", "%%").replace("$", "$$")
-    return escaped if re.match(SYSTEMD_PLAIN_WORD_REGEX, word) else _quoted(escaped)
-
-
-def systemd_command(argv: list[str]) -> str:
-    return " ".join(systemd_word(word) for word in argv)
-
-
-def environment_assignment(key: str, value: str) -> str:
-    """An Environment= value: one quoted KEY=value, read back literally (systemd expands no $ there)."""
-    return _quoted(f"{key}={value}".replace("%", "%%"))
 
 
 def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_source: str, model_dir: str,
@@ -98,12 +81,17 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
     command = argv if image is None else docker_run(found, argv, gpu_vendor, docker_source, model_dir, image,
                                                    environment)
     urls = engine_urls(engine, node_rank)
+    watchdog = [layout.WATCHDOG_COMMAND, "--url", urls["health_url"],
+                *(["--models-url", urls["models_url"], "--served-name", served_name] if urls["models_url"] else []),
+                "--failures", str(engine.health_failures), "--start-timeout", str(engine.start_timeout_seconds),
+                "--state", layout.WATCHDOG_STATE_FILE, "--unit", layout.ENGINE_UNIT]
     return {
-        "layout": layout, "engine": found.engine, "recipe": found.name, "served_name": served_name, "nodes": found.nodes,
-        "node_rank": node_rank, "container": image is not None, "service_user": service_user,
-        "cache_path": cache_path, "current_link": systemd_word(f"{model_dir}/{layout.CURRENT_LINK}"),
-        "environment": [] if image else [environment_assignment(key, value) for key, value in sorted(environment.items())],
-        "exec_start": systemd_command(command),
+        "layout": layout, "engine": found.engine, "recipe": found.name, "served_name": systemd_value(served_name),
+        "nodes": found.nodes, "node_rank": node_rank, "container": image is not None,
+        "service_user": systemd_value(service_user), "cache_path": systemd_value(cache_path),
+        "current_link": systemd_word(f"{model_dir}/{layout.CURRENT_LINK}"),
+        "environment": [] if image else [systemd_assignment(key, value) for key, value in sorted(environment.items())],
+        "exec_start": systemd_command(command), "watchdog_start": systemd_command(watchdog),
         "start_timeout": engine.start_timeout_seconds, "interval": engine.health_interval_seconds,
-        "failures": engine.health_failures, "health_url": urls["health_url"], "models_url": urls["models_url"],
+        "failures": engine.health_failures,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..escape import SSH_PORT, known_hosts_line
 from ..onhost import layout
 from ..spec.fabric import FabricCheckSpec
 
@@ -73,5 +74,6 @@ def across_hosts(collective: str, vendor: str, gpus: int, addresses: list[str], 
 
 
 def known_hosts(host_keys: dict[str, str]) -> str:
-    """known_hosts lines for the run's hosts: address -> its `ssh-ed25519 AAAA...` public host key."""
-    return "".join(f"{address} {key}\n" for address, key in sorted(host_keys.items()))
+    """known_hosts lines for the run's hosts (reached on port 22): address -> its `ssh-ed25519 AAAA...` public
+    host key."""
+    return "".join(f"{known_hosts_line(address, SSH_PORT, key)}\n" for address, key in sorted(host_keys.items()))
