@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import traceback
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from functools import partial
@@ -12,6 +13,7 @@ from pathlib import Path
 # pyinfra's CLI patches the whole process for gevent when first imported, which must happen on the main thread
 # (from a worker thread, the import itself fails): import it with this module, not inside `load`.
 import pyinfra_cli.inventory  # noqa: F401
+from pyinfra.api.exceptions import InventoryError
 
 from .facts.reader import read_fact
 from .spec.connection import ConnectionSpec
@@ -21,16 +23,51 @@ DEFAULT_SSH_PORT = 22
 CONNECT_TIMEOUT_SECONDS = 10
 
 
+class BadInput(InventoryError):
+    """An inventory or --limit that cannot be used at all: no such file, a file that fails to load, no host, a
+    --limit that selects nothing. No host was asked, so nothing is known: never a healthy empty fleet. An
+    InventoryError, so that pyinfra's own CLI, loading an inventory that validates itself, says it in one line too."""
+
+
 def load(path: str | Path, data: dict | None = None):
     """The pyinfra Inventory that `pyinfra PATH ...` would use (group_data included); `data` overrides every
-    host's, as `pyinfra --data KEY=VALUE` does (a rollout's new driver version)."""
+    host's, as `pyinfra --data KEY=VALUE` does (a rollout's new driver version). Only a file: pyinfra would read
+    a mistyped path as a host name, or a module, or nothing."""
     from pyinfra.api import State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
 
+    if not Path(path).is_file():
+        raise BadInput(f"{path}: no such inventory file" if not Path(path).exists() else f"{path}: not a file")
     # pyinfra executes inventory files inside a State context, as its CLI does.
     with ctx_state.use(State()):
-        return make_inventory(str(path), override_data=data, cwd=str(Path.cwd()))
+        try:
+            inventory = make_inventory(str(path), override_data=data, cwd=str(Path.cwd()))
+        except InventoryError:
+            raise  # said already: the inventory's own validation, or a file it loads (BadInput)
+        except Exception as error:  # the user's Python: it may raise anything
+            raise BadInput(f"{path}: cannot be loaded: {failure(error, path)}") from None
+    if not len(inventory):
+        raise BadInput(f"{path}: names no host (an inventory defines groups: lists of host names or (name, data) "
+                       "pairs)")
+    return inventory
+
+
+def failure(error: Exception, path: str | Path) -> str:
+    """Why an inventory failed to load, in one line: the exception, and where (the group data file, if not the
+    inventory itself, and the line) when known."""
+    from pyinfra_cli.exceptions import UnexpectedExternalError
+
+    cause = error.exception if isinstance(error, UnexpectedExternalError) else error
+    if isinstance(cause, SyntaxError):
+        file, line, why = cause.filename, cause.lineno, cause.msg
+    else:
+        file = error.filename if isinstance(error, UnexpectedExternalError) else None
+        line = next((frame.lineno for frame in reversed(traceback.extract_tb(cause.__traceback__))
+                     if frame.filename == file), None)
+        why = str(cause)
+    where = f"{file}: " if file and Path(file).resolve() != Path(path).resolve() else ""
+    return " ".join(f"{where}{f'line {line}: ' if line else ''}{type(cause).__name__}: {why}".split())
 
 
 @dataclass(frozen=True)
@@ -82,19 +119,23 @@ def targets(path: str | Path, limit: list[str] | None = None, data: dict | None 
 
 
 def selected(path: str | Path, limit: list[str] | None, data: dict | None = None) -> list:
-    """The inventory's hosts, their data validated before any is touched; `limit`: names or globs, each of which
-    must match a host (a typo is an error, not a silently smaller run); `data`: as `load`'s."""
+    """The inventory's hosts, their data validated before any is touched; `limit` (None: every host): names or
+    globs, each of which must match a host (a typo or an empty --limit is an error, not a silently smaller or
+    larger run); `data`: as `load`'s."""
     from .spec import inventory_errors
 
+    if limit is not None and not (limit and all(pattern.strip() for pattern in limit)):
+        raise BadInput(f"--limit: {','.join(limit)!r} names no host; give host names or globs, or leave --limit out "
+                       "for every host")
     inventory = load(path, data)
     errors = inventory_errors(inventory)
     if errors:
-        raise ValueError("invalid inventory data:\n  " + "\n  ".join(errors))
+        raise InventoryError("invalid inventory data:\n  " + "\n  ".join(errors))
     names = [host.name for host in inventory]
     for pattern in limit or []:
         if not any(fnmatch(name, pattern) for name in names):
-            raise ValueError(f"--limit: {pattern!r} matches no host of {path}")
-    return [host for host in inventory if not limit or any(fnmatch(host.name, pattern) for pattern in limit)]
+            raise BadInput(f"--limit: {pattern!r} matches no host of {path}")
+    return [host for host in inventory if limit is None or any(fnmatch(host.name, pattern) for pattern in limit)]
 
 
 def _run_over_testinfra(test_host, command: str) -> tuple[bool, str, str]:

@@ -119,8 +119,8 @@ def test_nccl_check_refuses_bad_data_and_an_unknown_limit_before_connecting(tmp_
         ' "nccl_thresholds": {"cluster_all_reduce": 0}}),\n'
         '       ("gpu-02", {"ssh_hostname": "192.0.2.2", "hardware_profile": "h200x8"})]\n')
     result = run("nccl", "check", str(inventory))
-    assert result.returncode == 1
+    assert result.returncode == 2  # bad input: no host was asked
     assert "gpu-01: nccl_thresholds: cluster_all_reduce: 0.0 GB/s is not a bandwidth" in result.stderr
     inventory.write_text('hgx = [("gpu-01", {"ssh_hostname": "192.0.2.1", "hardware_profile": "h200x8"})]\n')
     result = run("nccl", "check", str(inventory), "--limit", "gpu-09")
-    assert result.returncode == 1 and "--limit: 'gpu-09' matches no host of" in result.stderr
+    assert result.returncode == 2 and "--limit: 'gpu-09' matches no host of" in result.stderr

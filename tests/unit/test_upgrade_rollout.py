@@ -13,7 +13,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from k3ops.cli import main
-from k3ops.upgrade.record import Rollout, record_path, unfinished
+from k3ops.upgrade.record import Rollout, inventory_digest, record_path, unfinished
 from k3ops.upgrade.versions import versions_in_index
 
 DIGEST = "sha256:" + "a" * 64
@@ -63,6 +63,17 @@ def clustered(cluster: str) -> dict:
     return {"model": MODEL, "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST, "cluster": cluster}}
 
 
+def recorded(fleet: str, status: str, groups: list[dict]) -> Rollout:
+    """A whole record of a rollout of `fleet` to 580.126.09, as new_rollout and `start` write it, saved."""
+    record = {"inventory": fleet, "inventory_sha256": inventory_digest(fleet), "to": "580.126.09", "canary": 1,
+              "max_unavailable": "1", "budget": 1, "max_failures": 0, "limit": [], "skipped": [],
+              "started": "2026-12-01T19:00:00+00:00", "status": status,
+              "groups": [{"canary": False, "to": "580.126.09", "failures": 0, "detail": "", **group} for group in groups]}
+    rollout = Rollout(record_path(fleet), record)
+    rollout.save()
+    return rollout
+
+
 def upgrade(capsys, *arguments: str) -> tuple[int, str, str]:
     status = main(["upgrade", *arguments])
     out, err = capsys.readouterr()
@@ -80,23 +91,26 @@ def test_the_dry_run_prints_groups_order_and_batches_and_records_nothing(tmp_pat
     assert not record_path(fleet).exists()
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (("--to", "580.999.99"), "gpu-01: --to 580.999.99: http://127.0.0.1:"),
-    (("--to", "580.126"), "has no nvidia-driver 580.126-1 (its 580 releases: 580.105.08-1, 580.126.09-1)"),
-    (("--to", "latest"), "--to: 'latest' is not an exact driver version"),
-    (("--to", "570.195.03"), "gpu-01: nvidia_driver_version: 570.195.03 is branch 570, which supports CUDA"),
-    (("--to", "580.126.09", "--max-unavailable", "0"), "--max-unavailable: 0 would never let a host out"),
-    (("--to", "580.126.09", "--max-unavailable", "20%"), "20% of 3 hosts is no host at all"),
-    (("--to", "580.126.09"), "engine group a (gpu-02, gpu-03) has 2 hosts, more than --max-unavailable allows"),
+# 1: refused; 2: bad input (invalid host data at the new version, a --limit that selects nothing)
+@pytest.mark.parametrize(("arguments", "message", "exit_status"), [
+    (("--to", "580.999.99"), "gpu-01: --to 580.999.99: http://127.0.0.1:", 1),
+    (("--to", "580.126"), "has no nvidia-driver 580.126-1 (its 580 releases: 580.105.08-1, 580.126.09-1)", 1),
+    (("--to", "latest"), "--to: 'latest' is not an exact driver version", 1),
+    (("--to", "570.195.03"), "gpu-01: nvidia_driver_version: 570.195.03 is branch 570, which supports CUDA", 2),
+    (("--to", "580.126.09", "--max-unavailable", "0"), "--max-unavailable: 0 would never let a host out", 1),
+    (("--to", "580.126.09", "--max-unavailable", "20%"), "20% of 3 hosts is no host at all", 1),
+    (("--to", "580.126.09"), "engine group a (gpu-02, gpu-03) has 2 hosts, more than --max-unavailable allows", 1),
     (("--to", "580.126.09", "--max-unavailable", "2", "--limit", "gpu-02"),
-     "engine group a: --limit selects gpu-02 but not gpu-03; a multi-node engine moves whole"),
-    (("--to", "580.126.09", "--max-unavailable", "2", "--limit", "gpu-9*"), "--limit: 'gpu-9*' matches no host"),
-    (("--to", "580.126.09", "--max-unavailable", "2", "--canary", "3"), "--canary: 3 groups, but the rollout has 2"),
+     "engine group a: --limit selects gpu-02 but not gpu-03; a multi-node engine moves whole", 1),
+    (("--to", "580.126.09", "--max-unavailable", "2", "--limit", "gpu-9*"), "--limit: 'gpu-9*' matches no host", 2),
+    (("--to", "580.126.09", "--max-unavailable", "2", "--canary", "3"), "--canary: 3 groups, but the rollout has 2",
+     1),
 ])
-def test_bad_arguments_are_refused_before_any_host_is_touched(tmp_path, repository, capsys, arguments, message):
+def test_bad_arguments_are_refused_before_any_host_is_touched(tmp_path, repository, capsys, arguments, message,
+                                                              exit_status):
     fleet = inventory(tmp_path, repository, {"gpu-01": {}, "gpu-02": clustered("a"), "gpu-03": clustered("a")})
     status, out, err = upgrade(capsys, "driver", fleet, *arguments)
-    assert status == 1 and message in err, err
+    assert status == exit_status and message in err, err
     assert not record_path(fleet).exists()
 
 
@@ -117,9 +131,8 @@ def test_a_repository_the_controller_cannot_read_is_refused(tmp_path, repository
 
 def test_an_unfinished_rollout_is_resumed_or_aborted_not_replaced(tmp_path, repository, capsys):
     fleet = inventory(tmp_path, repository, {"gpu-01": {}})
-    halted = {"inventory": fleet, "to": "580.126.09", "status": "halted", "groups": [
-        {"name": "gpu-01", "hosts": ["gpu-01"], "state": "failed", "canary": True, "to": "580.126.09", "failures": 1}]}
-    Rollout(record_path(fleet), halted).save()
+    recorded(fleet, "halted", [{"name": "gpu-01", "hosts": ["gpu-01"], "state": "failed", "canary": True,
+                                "failures": 1}])
     status, _, err = upgrade(capsys, "driver", fleet, "--to", "580.126.09")
     assert status == 1 and "is halted" in err and "`k3ops upgrade resume` or `k3ops upgrade abort` it first" in err
     assert unfinished(None).record["inventory"] == fleet  # the only unfinished one: no need to name it
@@ -132,10 +145,8 @@ def test_an_unfinished_rollout_is_resumed_or_aborted_not_replaced(tmp_path, repo
 
 def test_the_status_shows_each_group(tmp_path, repository, capsys):
     fleet = inventory(tmp_path, repository, {"gpu-01": {}})
-    record = {"inventory": fleet, "to": "580.126.09", "status": "running", "groups": [
-        {"name": "gpu-01", "hosts": ["gpu-01"], "state": "rebooting", "since": "2026-12-01T20:00:00+00:00",
-         "detail": "the GPU host deploy ran at 580.126.09"}]}
-    Rollout(record_path(fleet), record).save()
+    recorded(fleet, "running", [{"name": "gpu-01", "hosts": ["gpu-01"], "state": "rebooting",
+                                 "since": "2026-12-01T20:00:00+00:00", "detail": "the GPU host deploy ran at 580.126.09"}])
     status, out, _ = upgrade(capsys, "status", fleet)
     assert status == 0 and "to 580.126.09: running" in out
     assert "gpu-01" in out and "rebooting" in out and "2026-12-01T20:00:00+00:00" in out

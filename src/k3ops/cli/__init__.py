@@ -8,6 +8,9 @@ import sys
 from . import check, doctor, lab, model, nccl, serve, upgrade, validate
 
 VERBS = (lab, validate, check, nccl, doctor, model, serve, upgrade)
+# Bad input (k3ops.inventory.BadInput, invalid host data): argparse's usage error status, unless a verb
+# documents its own (`set_defaults(bad_input_exit=N)`, as the doctor's 3).
+BAD_INPUT_EXIT = 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (RuntimeError, ValueError, InventoryError) as error:  # an inventory that validates itself raises the last
+    except InventoryError as error:  # no host was asked: the inventory or --limit cannot be used as given
+        print(f"k3ops {args.command}: {error}", file=sys.stderr)
+        return getattr(args, "bad_input_exit", BAD_INPUT_EXIT)
+    except (RuntimeError, ValueError) as error:
         print(f"k3ops {args.command}: {error}", file=sys.stderr)
         return 1

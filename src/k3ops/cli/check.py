@@ -31,4 +31,20 @@ def host_checks_command(inventory: str, *pytest_args: str, module: str | None = 
 
 
 def run(args) -> int:
+    """The inventory and the checks' --limit and --data are asked first, as every verb asks them: a mistyped path
+    or --limit is one line and exit 2, never pytest's collection error or every check skipped and exit 0."""
+    import pytest
+
+    from ..host_checks.conftest import parse_data
+    from ..inventory import BadInput, selected
+
+    options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    options.add_argument("--limit", action="append")
+    options.add_argument("--data", action="append", default=[])
+    given, _ = options.parse_known_args(args.pytest_args)
+    try:
+        data = parse_data(given.data)
+    except pytest.UsageError as error:
+        raise BadInput(str(error)) from None
+    selected(args.inventory, given.limit, data)
     return subprocess.run(host_checks_command(args.inventory, *args.pytest_args)).returncode

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 
-from .output import add_json_flag, table
+from ..doctor.findings import UNKNOWN_EXIT
+from .output import add_json_flag, add_limit_flag, table
 
 SUMMARY_HEADER = ("HOST", "STATUS", "RUNBOOK", "SEVERITY", "ACTION", "SUMMARY")
 
@@ -14,22 +14,16 @@ def register(verbs) -> None:
     doctor = verbs.add_parser("doctor", help="read each host's state (read-only) and name the runbook for each "
                                              "problem; exit 0 healthy, 1 warning, 2 critical, 3 bad input")
     doctor.add_argument("inventory")
-    doctor.add_argument("--limit", help="comma-separated host names or globs (default: every host)")
+    add_limit_flag(doctor, "every host")
     add_json_flag(doctor)
-    doctor.set_defaults(handler=run)
+    doctor.set_defaults(handler=run, bad_input_exit=UNKNOWN_EXIT)
 
 
 def run(args) -> int:
-    from pyinfra.api.exceptions import InventoryError
-
     from ..doctor.diagnose import run_doctor
-    from ..doctor.findings import UNKNOWN_EXIT, exit_status
+    from ..doctor.findings import exit_status
 
-    try:
-        diagnoses = run_doctor(args.inventory, args.limit.split(",") if args.limit else None)
-    except (ValueError, InventoryError) as error:  # bad data or --limit: nothing was asked, nothing is known
-        print(f"k3ops doctor: {error}", file=sys.stderr)
-        return UNKNOWN_EXIT
+    diagnoses = run_doctor(args.inventory, args.limit)
     status = exit_status(diagnoses)
     if args.json:
         print(json.dumps({"exit_status": status, "hosts": [diagnosis.to_json() for diagnosis in diagnoses]}, indent=1))

@@ -7,7 +7,7 @@ import json
 from ..facts.fabric_check import LastFabricCheck
 from ..remote import on_hosts
 from ..spec.host import GpuHostSpec
-from .output import add_inventory_command, print_results, table
+from .output import add_inventory_command, add_limit_flag, print_results, table
 
 GIB = 1024**3
 
@@ -18,7 +18,7 @@ def register(verbs) -> None:
     check = add_inventory_command(commands, "check", run_check, "pre-checks, then all_reduce on each host and "
                                   "all_reduce and alltoall across each engine cluster; exit 0 only if all pass",
                                   rows=True)
-    check.add_argument("--limit", help="comma-separated host names or globs (default: every GPU host)")
+    add_limit_flag(check, "every GPU host")
     check.add_argument("--baseline", action="store_true",
                        help="also print the passing figures as group data (nccl_baseline) per hardware profile")
     add_inventory_command(commands, "status", show_status, "each host's last fabric check: when, driver, verdict",
@@ -65,7 +65,7 @@ def verdict_lines(check) -> list[str]:
 def run_check(args) -> int:
     from ..nccl.check import baseline, host_result, run_check as check_fabric
 
-    check = check_fabric(args.inventory, args.limit.split(",") if args.limit else None)
+    check = check_fabric(args.inventory, args.limit)
     figures = baseline(check) if args.baseline else {}
     if args.json:
         print(json.dumps({"passed": check.passed,

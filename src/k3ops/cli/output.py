@@ -15,6 +15,13 @@ def add_json_flag(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
+def add_limit_flag(parser, default: str) -> None:
+    """--limit as a list of names or globs, kept as given: an empty one reaches k3ops.inventory.selected, which
+    refuses it (argparse's own refusal would print the usage and exit 2, not the doctor's 3)."""
+    parser.add_argument("--limit", type=lambda text: text.split(","), metavar="HOSTS",
+                        help=f"comma-separated host names or globs (default: {default})")
+
+
 def add_inventory_command(commands, name: str, handler, help_text: str, rows: bool = False):
     """A command over an inventory's hosts (`rows`: it prints a row per host, or JSON with --json)."""
     command = commands.add_parser(name, help=help_text)

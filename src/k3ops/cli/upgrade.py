@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .output import add_json_flag, table
+from .output import add_json_flag, add_limit_flag, table
 
 STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
 
@@ -21,7 +21,7 @@ def register(verbs) -> None:
                         help="hosts out of service at once, counting hosts already out (default 1)")
     driver.add_argument("--max-failures", type=int, default=0, metavar="N",
                         help="failed groups tolerated before the rollout halts (default 0: the first halts it)")
-    driver.add_argument("--limit", help="comma-separated host names or globs (whole engine groups)")
+    add_limit_flag(driver, "every NVIDIA host; whole engine groups")
     driver.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
     driver.set_defaults(handler=start)
     status = commands.add_parser("status", help="the recorded rollout: each group's state")
@@ -37,13 +37,14 @@ def register(verbs) -> None:
 
 
 def start(args) -> int:
+    from ..upgrade.record import inventory_digest
     from ..upgrade.rollout import new_rollout, planned, run_rollout
 
-    rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures,
-                          args.limit.split(",") if args.limit else None)
+    rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures, args.limit)
     print(plan_text(rollout, planned(rollout)))
     if args.dry_run:
         return 0
+    rollout.record["inventory_sha256"] = inventory_digest(rollout.record["inventory"])  # resume runs only this
     rollout.save()
     return run_rollout(rollout)
 
@@ -83,7 +84,9 @@ def resume(args) -> int:
     from ..upgrade.record import unfinished
     from ..upgrade.rollout import run_rollout
 
-    return run_rollout(unfinished(args.inventory), retry_failed=True)
+    rollout = unfinished(args.inventory)
+    rollout.check_inventory(args.inventory)
+    return run_rollout(rollout, retry_failed=True)
 
 
 def abort(args) -> int:

@@ -14,12 +14,14 @@ def register(verbs) -> None:
 def run(args) -> int:
     from pyinfra.api.exceptions import InventoryError
 
-    from ..inventory import load
+    from ..inventory import BadInput, load
     from ..spec import defined_groups, inventory_errors
 
     try:
         errors = inventory_errors(load(args.inventory), defined_groups(args.inventory))
-    except InventoryError as error:
+    except BadInput:
+        raise  # no data to judge: bad input, as for every verb
+    except InventoryError as error:  # an inventory that validates itself: its hosts' errors
         errors = [str(error)]
     if errors:
         print("\n".join(errors), file=sys.stderr)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand
@@ -12,18 +15,73 @@ from pyinfra.operations import python, server
 from ..spec.host import GpuHostSpec
 from ..ssh_liveness import watch_connection
 
-LOCAL_NAMES = {"localhost", "@local"}
+LOCAL_ROUTE = ["/32", "host", "LOCAL"]  # /proc/net/fib_trie's line under each address of this machine's
 
 
 def is_controller(target=host) -> bool:
-    """The machine running pyinfra: never rebooted by a deploy."""
-    if target.name in LOCAL_NAMES or target.name.startswith("@local"):
+    """The machine running pyinfra, by the address pyinfra connects to (ssh_hostname, else the inventory name)
+    or by an inventory name that is one of its own: never rebooted by a deploy. Only the address is looked up,
+    as the connection would look it up."""
+    if target.name.startswith("@local"):
         return True
-    address = target.data.get("ssh_hostname") or target.name
+    return answers_here(str(target.data.get("ssh_hostname") or target.name)) or answers_here(target.name, False)
+
+
+@cache
+def answers_here(name: str, look_up: bool = True) -> bool:
+    """Whether a name or address reaches this machine: localhost (any case, a trailing dot, *.localhost), its
+    host name and FQDN, loopback, the unspecified address (0.0.0.0, ::, which connect here), an IPv4 address in
+    IPv6 form, or an address of its own interfaces; `look_up`: also what the name resolves to."""
+    text = name.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
+    if text == "localhost" or text.endswith(".localhost") or text in own_names():
+        return True
     try:
-        return ipaddress.ip_address(address).is_loopback
+        addresses = {ipaddress.ip_address(text.split("%", 1)[0])}  # an IPv6 zone id does not change the address
     except ValueError:
-        return address in LOCAL_NAMES
+        addresses = resolved(text, look_up)  # also the forms only inet_aton reads: 127.1, 0x7f000001, 0
+    return any(is_own(address) for address in addresses)
+
+
+def is_own(address) -> bool:
+    """Loopback, unspecified or this machine's own, an IPv4 address in IPv6 form read as itself."""
+    address = getattr(address, "ipv4_mapped", None) or address
+    return address.is_loopback or address.is_unspecified or address in own_addresses()
+
+
+@cache
+def own_names() -> frozenset[str]:
+    """This machine's host name and FQDN, each also as its first label, lowercase."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    return frozenset(name.lower().rstrip(".") for found in names for name in (found, found.split(".")[0]) if name)
+
+
+@cache
+def own_addresses() -> frozenset:
+    """Every address of this machine's interfaces, as Linux lists them (none elsewhere: loopback and the host
+    names still count), and what its host names resolve to."""
+    found = set()
+    try:
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        found |= {above.split()[-1] for above, line in zip(lines, lines[1:]) if line.split() == LOCAL_ROUTE}
+    except OSError:
+        pass
+    try:
+        found |= {str(ipaddress.IPv6Address(int(line.split()[0], 16)))
+                  for line in Path("/proc/net/if_inet6").read_text().splitlines() if line.strip()}
+    except OSError:
+        pass
+    return frozenset({ipaddress.ip_address(address) for address in found}
+                     | {address for name in own_names() for address in resolved(name)})
+
+
+def resolved(name: str, look_up: bool = True) -> set:
+    """The addresses a name resolves to here (none when it does not), zone ids dropped; without `look_up`, only
+    a numeric form is read, and nothing is asked of a resolver."""
+    try:
+        return {ipaddress.ip_address(found[4][0].split("%", 1)[0])
+                for found in socket.getaddrinfo(name, None, flags=0 if look_up else socket.AI_NUMERICHOST)}
+    except (OSError, ValueError):  # ValueError: a name no resolver takes (a NUL, a label too long for IDNA)
+        return set()
 
 
 def reboot_if_needed(spec: GpuHostSpec, reason: str, needed: Callable[[], bool], verify: str) -> Callable[[], bool]:

@@ -1,12 +1,18 @@
 """The controller's record of a rollout: every group's state, written (atomically) at each step, so that a
-rollout whose controller died resumes where it was, and one rollout per inventory runs at a time."""
+rollout whose controller died resumes where it was, and one rollout per inventory runs at a time.
+
+The record names the inventory file that `resume` executes, so it is the controller user's alone (a 0600 file
+in a 0700 directory, never read through a link) and it pins that file's content by digest."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import secrets
+import stat
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -22,6 +28,11 @@ IN_FLIGHT = frozenset(STATES[1:-1])
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
 MARKER_BY = "k3ops upgrade"  # the maintenance marker's `by`: a marker by anyone else is a person's drain
+# What the readers of a record use (new_rollout writes them, and `k3ops upgrade driver` the digest): a record
+# without one is not read at all.
+RECORD_KEYS = ("inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures", "limit",
+               "skipped", "started", "status", "groups")
+GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")
 
 
 def state_dir() -> Path:
@@ -36,6 +47,26 @@ def record_path(inventory: str) -> Path:
     return state_dir() / f"{Path(resolved).stem}-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}.json"
 
 
+def inventory_digest(inventory: str | Path) -> str:
+    """The sha256 of the inventory file's content, as the record pins it."""
+    try:
+        return hashlib.sha256(Path(inventory).read_bytes()).hexdigest()
+    except OSError as error:
+        raise ValueError(f"cannot read the rollout's inventory {inventory}: {error.strerror}") from None
+
+
+def private_dir(directory: Path) -> Path:
+    """The records' directory, made 0700 (one made by an older k3ops is tightened); refused when it is a link or
+    another user's."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    found = os.lstat(directory)
+    if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        raise ValueError(f"{directory} is not a directory of this user's own: rollout records are kept private")
+    if stat.S_IMODE(found.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+    return directory
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -48,7 +79,32 @@ class Rollout:
 
     @classmethod
     def load(cls, path: Path) -> Rollout:
-        return cls(path, json.loads(path.read_text()))
+        """The record at `path`, refused unless it is a regular file of this user's, open to no one else, and a
+        whole record."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as error:
+            why = "is a symbolic link" if error.errno == errno.ELOOP else f"cannot be read ({error.strerror})"
+            raise ValueError(f"the rollout record {path} {why}; records are read only as this user's own files") \
+                from None
+        with open(fd, encoding="utf-8", errors="replace") as file:
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid():
+                raise ValueError(f"the rollout record {path} is not a regular file of this user's; it is not read")
+            if found.st_mode & 0o077:
+                raise ValueError(f"the rollout record {path} is open to group or others (mode "
+                                 f"{stat.S_IMODE(found.st_mode):04o}); it is not read: check it, then "
+                                 f"`chmod 600 {path}`")
+            text = file.read()
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"the rollout record {path} is not JSON ({error}); move it aside to start anew") from None
+        problem = incomplete(record)
+        if problem:
+            raise ValueError(f"the rollout record {path} is not a whole record ({problem}); move it aside to start "
+                             "anew")
+        return cls(path, record)
 
     @property
     def groups(self) -> list[dict]:
@@ -62,15 +118,31 @@ class Rollout:
         return next(group for group in self.groups if group["name"] == name)
 
     def save(self) -> None:
-        """Write the whole record to a new file and rename it over the old: a reader never sees half of it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_suffix(".json.partial")
-        with open(partial, "w") as out:
-            json.dump(self.record, out, indent=2)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, self.path)
+        """Write the whole record to a new file (0600, a name no one else can have made) and rename it over the
+        old: a reader never sees half of it."""
+        partial = private_dir(self.path.parent) / f".{self.path.name}.{secrets.token_hex(8)}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with open(fd, "w", encoding="utf-8") as out:
+                json.dump(self.record, out, indent=2)
+                out.write("\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, self.path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+
+    def check_inventory(self, inventory: str | None) -> None:
+        """Refuse to execute any inventory but the one the rollout started with: the path given (when one is)
+        must be the record's, and the file must hold what it held then."""
+        recorded = self.record["inventory"]
+        if inventory is not None and str(Path(inventory).resolve()) != recorded:
+            raise ValueError(f"the rollout record {self.path} is of {recorded}, not {inventory}: it is not resumed")
+        if inventory_digest(recorded) != self.record["inventory_sha256"]:
+            raise ValueError(f"{recorded} has changed since the rollout started (its sha256 is not the record's): "
+                             "a rollout resumes only with the inventory it planned; `k3ops upgrade abort` it and "
+                             "start a new one")
 
     def move(self, group: dict, state: str, detail: str = "") -> None:
         """A group enters a state: recorded with the time, and saved before anything else happens."""
@@ -87,7 +159,7 @@ class Rollout:
 def exclusive(path: Path):
     """Hold the rollout's lock for as long as this controller works on it; a dead controller's lock is gone
     with its process, so `resume` never waits on a stale one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     with open(path.with_suffix(".lock"), "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,6 +167,19 @@ def exclusive(path: Path):
             raise RuntimeError(f"another k3ops upgrade is working on this rollout ({path}); wait for it, or "
                                "`k3ops upgrade abort` it") from None
         yield
+
+
+def incomplete(record) -> str | None:
+    """What a record read back lacks (None: nothing): a hand-edited or truncated one is refused, not half-read."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing = [key for key in RECORD_KEYS if key not in record]
+    if missing:
+        return "no " + ", ".join(missing)
+    if not isinstance(record["groups"], list) or not all(isinstance(group, dict) for group in record["groups"]):
+        return "groups is not a list of objects"
+    missing = sorted({key for group in record["groups"] for key in GROUP_KEYS if key not in group})
+    return "a group without " + ", ".join(missing) if missing else None
 
 
 def unfinished(inventory: str | None) -> Rollout:
