@@ -7,11 +7,11 @@ from pathlib import Path
 import pyinfra_cli  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-REAL_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "real"
+REAL_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "real"  # a copy of ../shared/fixtures/real: a clone is whole
 
 
 def real_output(relative: str) -> str:
-    """A captured output from ../shared/fixtures/real/, without its two provenance header lines."""
+    """A captured output from tests/fixtures/real/, without its two provenance header lines."""
     text = (REAL_FIXTURES / relative).read_text()
     return text.split("\n", 2)[2]
 
