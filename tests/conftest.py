@@ -7,7 +7,7 @@ from pathlib import Path
 import pyinfra_cli  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-REAL_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "real"  # a copy of ../shared/fixtures/real: a clone is whole
+REAL_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "real"  # the workplace's captures, copied: a clone is whole
 
 
 def real_output(relative: str) -> str:

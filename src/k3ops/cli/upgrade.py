@@ -37,14 +37,12 @@ def register(verbs) -> None:
 
 
 def start(args) -> int:
-    from ..upgrade.record import inventory_digest
     from ..upgrade.rollout import new_rollout, planned, run_rollout
 
     rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures, args.limit)
     print(plan_text(rollout, planned(rollout)))
     if args.dry_run:
         return 0
-    rollout.record["inventory_sha256"] = inventory_digest(rollout.record["inventory"])  # resume runs only this
     rollout.save()
     return run_rollout(rollout)
 

@@ -1,8 +1,8 @@
 """The catalogue of K3 launch recipes, keyed by engine and hardware, and the command lines they render.
 
-Each recipe is a published starting point (../shared/docs/k3-brief.md) written down flag for flag, with
-the hardware it was measured on: a topology that fits one board is wrong on another, so a recipe asked
-for on other hardware is refused. Operators change any flag in data (`engine.args`), never in code.
+Each recipe is a published starting point (an engine's or a vendor's published K3 recipe) written down
+flag for flag, with the hardware it was measured on: a topology that fits one board is wrong on another,
+so a recipe asked for on other hardware is refused. Operators change any flag in data (`engine.args`), never in code.
 """
 
 from __future__ import annotations

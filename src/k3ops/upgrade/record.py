@@ -28,8 +28,7 @@ IN_FLIGHT = frozenset(STATES[1:-1])
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
 MARKER_BY = "k3ops upgrade"  # the maintenance marker's `by`: a marker by anyone else is a person's drain
-# What the readers of a record use (new_rollout writes them, and `k3ops upgrade driver` the digest): a record
-# without one is not read at all.
+# What the readers of a record use (new_rollout writes them all): a record without one is not read at all.
 RECORD_KEYS = ("inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures", "limit",
                "skipped", "started", "status", "groups")
 GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")

@@ -24,7 +24,7 @@ from ..spec.host import DRIVER_VERSION, GpuHostSpec
 from ..spec.upgrade import UpgradeSpec
 from . import plan, steps
 from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
-                     exclusive, record_path)
+                     exclusive, inventory_digest, record_path)
 from .versions import published_versions
 
 DRIVER_PACKAGE = "nvidia-driver"
@@ -67,7 +67,9 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
         found = Rollout.load(path)
         raise ValueError(f"a rollout of {inventory} to {found.record['to']} is {found.status} ({path}): "
                          "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
-    record = {"inventory": str(Path(inventory).resolve()), "to": to, "canary": canary,
+    # The digest pins the inventory that `resume` executes to the one this rollout planned with.
+    record = {"inventory": str(Path(inventory).resolve()), "inventory_sha256": inventory_digest(inventory), "to": to,
+              "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
               "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
