@@ -21,6 +21,18 @@ from .ssh_liveness import keep_alive
 
 DEFAULT_SSH_PORT = 22
 CONNECT_TIMEOUT_SECONDS = 10
+# pyinfra's own default is accept-new: a host's key trusted on first connection, whoever answers.
+HOST_KEY_CHECKING = "ssh_strict_host_key_checking"
+
+
+def check_host_keys_by_default() -> None:
+    """Deploys check host keys as k3ops's own SSH does: a host whose data does not opt out (the lab sets
+    'no') must be in ~/.ssh/known_hosts or its ssh_known_hosts_file. pyinfra takes a connector setting's
+    default when it makes each host, after loading the inventory file, which calls this through
+    validate_inventory."""
+    from pyinfra.connectors.ssh import SSHConnector
+
+    SSHConnector.data_meta[HOST_KEY_CHECKING].default = "yes"
 
 
 class BadInput(InventoryError):
@@ -91,7 +103,7 @@ class SshTarget:
                    # pyinfra's SSH connector leaves an unset user to paramiko, which logs in as the local user.
                    user=data.get("ssh_user") or getpass.getuser(),
                    key=os.path.expanduser(data["ssh_key"]) if data.get("ssh_key") else None,
-                   check_host_key=data.get("ssh_strict_host_key_checking") != "no",
+                   check_host_key=data.get(HOST_KEY_CHECKING) != "no",
                    known_hosts=data.get("ssh_known_hosts_file"))
 
     def connect(self):

@@ -3,13 +3,14 @@
 import hashlib
 import json
 import os
-import re
 
 from k3ops.deploys.model_cache import VOLUME_LABEL
 from k3ops.facts.checkpoint import ModelCheckpoints
 from k3ops.facts.storage import BlockDeviceSignature, MdadmConfArrays
 from k3ops.onhost import layout
 from k3ops.onhost.layout import PEER_AUTHORIZED_KEYS, PEER_USER, TOKEN_FILE
+
+from .secrets import secret_values, shown_nowhere
 
 
 def checkpoint_state(host, model) -> dict:
@@ -52,6 +53,19 @@ def test_cache_belongs_to_the_service_user(host, spec, model):
     assert cache.user == spec.service_user and cache.mode == 0o755
 
 
+def test_roots_state_is_roots_alone_and_the_users_homes_are_beneath_it(host, spec, model):
+    """No user k3ops made can plant a link where root writes (the maintenance marker, the fabric check's
+    result): their homes are below root's state directory, and their keys are theirs alone."""
+    for path in (layout.STATE_DIR, layout.USERS_HOME):
+        directory = host.file(path)
+        assert (directory.is_directory, directory.user, directory.group, directory.mode) == (True, "root", "root",
+                                                                                             0o755)
+    for user in (spec.service_user, PEER_USER):
+        assert host.user(user).home == layout.home(user)
+    key = host.file(layout.peer_key(spec.service_user))
+    assert (key.is_symlink, key.user, key.mode) == (False, spec.service_user, 0o600)
+
+
 def test_the_pinned_revision_is_active_and_verified(host, spec, model):
     current = host.file(f"{model_dir(model)}/{layout.CURRENT_LINK}")
     assert current.is_symlink and current.linked_to.endswith(f"/{layout.REVISIONS_DIR}/{model.model.revision}")
@@ -80,18 +94,19 @@ def test_hub_token_is_the_one_given_and_readable_only_by_root(host, spec, model)
         assert token.sha256sum == hashlib.sha256(f"HF_TOKEN={given}\n".encode()).hexdigest(), \
             f"{TOKEN_FILE} holds another token than the HF_TOKEN given"
     fetch_unit = host.check_output(f"systemctl cat {layout.instance(layout.FETCH_UNIT_TEMPLATE, model.model.name)}")
-    assert f"EnvironmentFile=-{TOKEN_FILE}" in fetch_unit and "HF_TOKEN=" not in fetch_unit
+    reads_the_file, sets_a_token = f"EnvironmentFile=-{TOKEN_FILE}" in fetch_unit, "HF_TOKEN=" in fetch_unit
+    assert reads_the_file and not sets_a_token, f"the fetch unit must take HF_TOKEN from {TOKEN_FILE} alone"
 
 
 def test_no_secret_in_unit_properties_or_process_arguments(host, spec, model):
     token = host.file(TOKEN_FILE)
     if not token.exists:
         return
-    value = re.search(r"^HF_TOKEN=(.+)$", host.check_output(f"cat {TOKEN_FILE}"), re.MULTILINE).group(1)
-    for template in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE):
-        unit = layout.instance(template, model.model.name)
-        assert value not in host.check_output(f"systemctl show {unit}")
-    assert value not in host.check_output("ps -eo args")
+    units = [layout.instance(template, model.model.name)
+             for template in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE)]
+    shown_nowhere(secret_values(host, TOKEN_FILE), {
+        **{f"{unit}'s properties": host.check_output(f"systemctl show {unit}") for unit in units},
+        "a process's arguments": host.check_output("ps -eo args")})
 
 
 def test_peers_can_only_read_the_cache(host, spec, model):

@@ -14,6 +14,8 @@ from k3ops.facts.network import ListeningAddresses
 from k3ops.onhost import layout
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE, WATCHDOG_TIMER
 
+from .secrets import secret_values, shown_nowhere
+
 
 def test_engine_runs_as_the_service_user_and_restarts_always(host, spec, engine):
     service = host.service(ENGINE_UNIT)
@@ -57,9 +59,7 @@ def test_engine_serves_the_pinned_model(host, spec, engine):
 def test_engine_secrets_stay_private(host, spec, engine):
     secrets = host.file(ENGINE_SECRETS_FILE)
     assert (secrets.user, secrets.group, secrets.mode) == ("root", "root", 0o600)
-    values = [line.split("=", 1)[1] for line in host.check_output(f"cat {ENGINE_SECRETS_FILE}").splitlines()
-              if "=" in line]
-    shown = host.check_output(f"systemctl show {ENGINE_UNIT} {WATCHDOG_SERVICE}")
-    processes = host.check_output("ps -eo args")
-    for value in values:
-        assert value not in shown and value not in processes
+    shown_nowhere(secret_values(host, ENGINE_SECRETS_FILE), {
+        "the engine's and the watchdog's unit properties": host.check_output(
+            f"systemctl show {ENGINE_UNIT} {WATCHDOG_SERVICE}"),
+        "a process's arguments": host.check_output("ps -eo args")})

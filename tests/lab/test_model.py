@@ -4,6 +4,7 @@ engine answers with the words of the revision it loaded."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 from k3ops.lab import hub, state
+from k3ops.onhost import layout
 from k3ops.onhost.layout import ENGINE_UNIT
 
 from ..conftest import REPO_ROOT
@@ -195,3 +197,80 @@ def test_a_second_revision_keeps_the_first_for_rollback(lab, tmp_path):
         assert on_host(host, f"readlink {CACHE}/current").stdout.strip() == f"revisions/{FIRST}"
     restart_engines()
     wait_for_answers(hub.TINY_MODEL_REPLIES[FIRST])
+
+
+def test_ipv6_peer_addresses_and_long_host_names_converge_and_serve(lab, tmp_path):
+    """Legitimate but unusual data: every host named by a long FQDN and reached by its peers at its IPv6
+    address. gpu-02 and gpu-03 lose their copies and copy them again from gpu-01 over IPv6; the fleet serves,
+    and a second run changes nothing."""
+    names = {host: f"{host}.rack-a17.row-04.hall-west.inference-fleet.k3ops-lab.example" for host in HOSTS}
+    addresses = {host.name: host.address6 for host in state.load().hosts}
+    inventory = tmp_path / "ipv6.py"
+    inventory.write_text(
+        "from k3ops.lab.inventory import groups\n"
+        "from k3ops.spec import validate_inventory\n\n"
+        f"NAMES = {names!r}\n"
+        f"ADDRESSES = {addresses!r}\n"
+        "globals().update({profile: [(NAMES[name], {**data, 'peer_address': ADDRESSES[name]}) for name, data in hosts]\n"
+        "                  for profile, hosts in groups().items()})\n"
+        "validate_inventory(__file__)\n")
+    for host in HOSTS[1:]:
+        on_host(host, f"systemctl stop {ENGINE_UNIT} && rm -rf {CACHE}")
+    downloads = len(hub_downloads())
+    deploy(str(inventory))
+    assert len(hub_downloads()) == downloads
+    for host in HOSTS[1:]:
+        fetch_settings = json.loads(on_host(host, f"cat {layout.model_config('tiny-k3')}").stdout)
+        assert fetch_settings["peers"] == [addresses["gpu-01"]]
+        copied = store_state(host)
+        assert (copied["active"], copied["bytes_from_hub"]) == (FIRST, 0) and copied["bytes_from_peers"] > 0
+    serve(str(inventory))
+    assert answers(str(inventory)) == {names[host]: hub.TINY_MODEL_REPLIES[FIRST] for host in HOSTS}
+    assert changed_operations(deploy(str(inventory))) == []
+
+
+def test_a_new_token_is_written_but_never_shown_even_by_diff(lab):
+    """`pyinfra --diff` prints what a deploy changes in a file, old and new: never a secret's file."""
+    rotated = "hf_labRotatedTokenNeverShown98765"
+    result = pyinfra("--diff", "--limit", "gpu-01", "deploys/model.py", env={"HF_TOKEN": rotated})
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = result.stdout + result.stderr
+    shown = rotated in printed or TEST_TOKEN in printed
+    assert not shown, "pyinfra printed a token"
+    assert f"Hub token in {layout.TOKEN_FILE}" in printed  # the operation ran, and changed the file
+    written = on_host("gpu-01", f"sha256sum < {layout.TOKEN_FILE}").stdout.split()[0]
+    assert written == hashlib.sha256(f"HF_TOKEN={rotated}\n".encode()).hexdigest()
+
+
+SUDO_DEPLOY = '''"""A secret deployed over an unprivileged login with sudo."""
+from k3ops.deploys.secrets import secret_file
+from k3ops.deploys.uploads import private_staging
+
+private_staging()
+secret_file("/etc/k3ops/secrets/probe.env", "PROBE_SECRET={secret}\\n", "Probe secret")
+'''
+
+
+def test_under_sudo_a_secret_passes_only_through_directories_no_other_user_enters(lab, tmp_path):
+    """A host reached as an unprivileged user with sudo: pyinfra uploads as that user, then copies as root.
+    The secret goes through that user's own 0700 staging directory and root's, never a name in /tmp."""
+    secret = "labProbeSecretNeverShown4242"
+    on_host("gpu-03", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q sudo >/dev/null && "
+                      "useradd -m -s /bin/sh ops && install -d -o ops -g ops -m 700 /home/ops/.ssh && "
+                      "install -o ops -g ops -m 600 /root/.ssh/authorized_keys /home/ops/.ssh/ && "
+                      "echo 'ops ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/ops")
+    inventory = lab_inventory(tmp_path / "sudo.py", per_host={"gpu-03": {"ssh_user": "ops", "_sudo": True}})
+    probe = tmp_path / "probe.py"
+    probe.write_text(SUDO_DEPLOY.format(secret=secret))
+    result = pyinfra("--limit", "gpu-03", str(probe), inventory=inventory)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    shown = secret in result.stdout + result.stderr
+    assert not shown, "pyinfra printed the secret"
+    written = on_host("gpu-03", "stat -c '%U %G %a' /etc/k3ops/secrets/probe.env && "
+                                "sha256sum < /etc/k3ops/secrets/probe.env").stdout.split()
+    assert written[:3] == ["root", "root", "600"]
+    assert written[3] == hashlib.sha256(f"PROBE_SECRET={secret}\n".encode()).hexdigest()
+    staging = on_host("gpu-03", "stat -c '%U %a' /home/ops/.cache/k3ops-staging && "
+                                f"ls -A /home/ops/.cache/k3ops-staging {layout.UPLOAD_DIR} /tmp").stdout
+    assert staging.startswith("ops 700\n") and "pyinfra-" not in staging
+    assert changed_operations(deploy_report(str(probe), "--limit", "gpu-03", inventory=inventory)) == []

@@ -156,3 +156,19 @@ def test_a_fetch_never_fills_the_filesystem_under_an_unmounted_cache(tmp_path):
     with pytest.raises(FetchError, match="not mounted at"):
         fetch.fetch(config)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("address", ["10.0.0.7", "fd6b:3a7b:0:7::11", "gpu-01.rack-a17.example"])
+def test_a_peer_is_reached_at_its_address_whatever_its_form(tmp_path, address):
+    """The real rsync parses the peer's remote path and hands ssh the host: an IPv6 address whole (rsync
+    reads `user@fd00::7:path` as host `fd00`), by a stand-in ssh that records what it was given."""
+    from k3ops.onhost.checkpoint.sources import Peer
+
+    given = tmp_path / "ssh-arguments"
+    ssh = tmp_path / "ssh"
+    ssh.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {given}\nexit 1\n")
+    ssh.chmod(0o755)
+    subprocess.run(["rsync", "-e", str(ssh), "--list-only", Peer(address, "tiny-k3", tmp_path / "key")._remote("x")],
+                   capture_output=True, timeout=30)
+    arguments = given.read_text().splitlines()
+    assert address in arguments and arguments[arguments.index(address) - 1] == "k3ops-peer", arguments

@@ -1,6 +1,9 @@
 """Checks between an inventory's hosts: a host defined twice, two hosts at one SSH address; and the lab's own
 inventory data passes every check."""
 
+import subprocess
+import sys
+
 import pytest
 from pyinfra.api import Inventory
 
@@ -86,3 +89,40 @@ def test_a_vm_host_with_a_one_host_vllm_recipe_runs_it_from_the_lab_registry(lab
         "mi355x8": "vllm-mi355x8", "cpu": "llama.cpp-gguf"}
     assert {engine(profile, "container")["recipe"] for profile in PROFILES} == {"llama.cpp-gguf"}
     assert engine("b300x8", "vm")["image_digest"] == registry.served()["image_digest"]
+
+
+HOST_KEY_SETTING = """
+import sys
+from pyinfra.api import State
+from pyinfra.context import ctx_state
+from pyinfra_cli.inventory import make_inventory
+
+with ctx_state.use(State()):
+    inventory = make_inventory(sys.argv[1])
+    State(inventory)  # as pyinfra's CLI: the state makes each host's connector
+    for host in inventory:
+        print(host.name, host.connector.data["ssh_strict_host_key_checking"])
+"""
+
+
+def test_a_deploy_checks_host_keys_unless_the_inventory_opts_out(tmp_path):
+    """pyinfra alone trusts a new host's key (accept-new); an inventory that k3ops validates checks it, as
+    pyinfra's CLI makes the hosts, in a process of its own."""
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text(
+        'hosts = [("gpu-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.1"}),\n'
+        '         ("lab-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.2",\n'
+        '                     "ssh_strict_host_key_checking": "no"})]\n'
+        "from k3ops.spec import validate_inventory\n"
+        "validate_inventory(__file__)\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text('hosts = [("gpu-01", {"ssh_hostname": "192.0.2.1"})]\n')
+
+    def settings(path):
+        result = subprocess.run([sys.executable, "-c", HOST_KEY_SETTING, str(path)], capture_output=True, text=True,
+                                timeout=120, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        return dict(line.split() for line in result.stdout.splitlines())
+
+    assert settings(plain) == {"gpu-01": "accept-new"}  # what pyinfra does on its own
+    assert settings(inventory) == {"gpu-01": "yes", "lab-01": "no"}

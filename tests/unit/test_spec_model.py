@@ -78,9 +78,10 @@ def test_a_directory_of_its_own_is_a_good_cache_path(path):
 @pytest.mark.parametrize("path, message", [
     *((path, f"'{path}' is or holds the system directory {path}, which the volume mounted there would hide")
       for path in ("/etc", "/usr", "/var", "/boot", "/root", "/home", "/srv", "/opt", "/var/lib", "/usr/local",
-                   "/var/lib/docker", "/opt/k3ops", "/var/lib/k3ops/engine", "/var/lib/k3ops-peer")),
+                   "/var/lib/docker", "/opt/k3ops", "/var/lib/k3ops")),
     ("/", "'/' is or holds the system directory /bin"),
-    ("/var/lib/k3ops", "'/var/lib/k3ops' is or holds the system directory /var/lib/k3ops/engine"),
+    ("/var/lib/k3ops/engine", "'/var/lib/k3ops/engine' is under /var/lib/k3ops, where no volume belongs"),
+    ("/var/lib/k3ops/home/k3ops", "'/var/lib/k3ops/home/k3ops' is under /var/lib/k3ops, where no volume belongs"),
     ("/usr/lib/x86_64-linux-gnu", "'/usr/lib/x86_64-linux-gnu' is under /usr, where no volume belongs"),
     ("/etc/k3ops/models", "'/etc/k3ops/models' is under /etc, where no volume belongs"),
     ("/proc/models", "'/proc/models' is under /proc, where no volume belongs"),

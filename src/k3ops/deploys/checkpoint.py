@@ -17,23 +17,26 @@ from urllib.parse import urlsplit
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy
 from pyinfra.facts.server import Which
-from pyinfra.operations import apt, files, pip, server, systemd
+from pyinfra.operations import apt, files, pip, systemd
 from pyinfra.operations.util import any_changed
 
 from ..escape import authorized_keys_line, systemd_value
 from ..onhost import layout
 from ..onhost.layout import PEER_USER
 from ..operations import checkpoint as checkpoint_operations
+from ..operations import owned_files
 from ..spec import host_spec, model_host_spec
 from ..spec.model import ModelHostSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
+from .users import system_user
 
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
 GIB = 1024**3
 RRSYNC = "/usr/bin/rrsync"  # rsync's restricted mode, shipped with Debian's rsync
+PEER_KEYS_HEADER = "# Managed by k3ops: peers may only read the model cache (rrsync -ro), nothing else.\n"
 
 
 @deploy("Pinned checkpoint")
@@ -83,18 +86,12 @@ def fetcher_environment(model_host: ModelHostSpec) -> None:
 def peer_access(model_host: ModelHostSpec, user: str) -> None:
     """Hosts copy from each other as PEER_USER with the fleet's key, which may only read the cache."""
     private_key, public_key = ensure_fleet_key(model_host.model_peer_key, layout.PEER_KEY_NAME)
-    server.user(name=f"Peer copy user {PEER_USER}", user=PEER_USER, system=True, shell="/bin/sh",
-                home=layout.home(PEER_USER), create_home=True)
-    files.directory(name=f"Directory ~{PEER_USER}/.ssh", path=f"{layout.home(PEER_USER)}/.ssh", user=PEER_USER,
-                    group=PEER_USER, mode="700")
-    files.template(name="Peers may read the model cache, nothing else",
-                   src=str(TEMPLATES / "k3ops" / "peer-authorized-keys.j2"),
-                   dest=layout.PEER_AUTHORIZED_KEYS, user=PEER_USER, group=PEER_USER, mode="600",
-                   key_line=peer_key_line(model_host.model_cache_path, public_key))
-    files.directory(name=f"Directory ~{user}/.ssh", path=f"{layout.home(user)}/.ssh", user=user, group=user,
-                    mode="700")
-    files.put(name="The fleet's peer-copy key", src=str(private_key), dest=layout.peer_key(user), user=user,
-              group=user, mode="600")
+    system_user(PEER_USER, "Peer copy user", shell="/bin/sh")
+    owned_files.file(name="Peers may read the model cache, nothing else", path=layout.PEER_AUTHORIZED_KEYS,
+                     content=PEER_KEYS_HEADER + peer_key_line(model_host.model_cache_path, public_key) + "\n",
+                     owner=PEER_USER, mode="600")
+    owned_files.file(name="The fleet's peer-copy key", path=layout.peer_key(user),
+                     content=private_key.read_text(), owner=user, mode="600")
 
 
 def peer_key_line(cache_path: str, public_key: str) -> str:

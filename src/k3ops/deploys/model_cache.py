@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import apt, files
 
 from ..operations import storage
 from ..spec import host_spec, model_host_spec
+from .users import system_user
 
 VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how a rerun knows the volume is ours
 
@@ -17,7 +18,7 @@ VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how
 def model_cache() -> None:
     spec, model = host_spec(host), model_host_spec(host)
     devices = model.nvme_devices
-    service_user(spec.service_user)
+    system_user(spec.service_user, "Service user (runs the engines and the fetcher)")
     if devices:
         apt.packages(name="Install the filesystem and RAID tools", no_recommends=True,
                      packages=["xfsprogs", "mdadm"] if len(devices) > 1 else ["xfsprogs"])
@@ -34,9 +35,3 @@ def model_cache() -> None:
         storage.mounted(name=f"Mount {volume} at {model.model_cache_path}", device=volume, path=model.model_cache_path)
     files.directory(name=f"Model cache {model.model_cache_path} owned by {spec.service_user}",
                     path=model.model_cache_path, user=spec.service_user, group=spec.service_user, mode="755")
-
-
-def service_user(name: str) -> None:
-    """The system user the engines and the fetcher run as: no login, no password."""
-    server.user(name=f"Service user {name}", user=name, system=True, shell="/usr/sbin/nologin",
-                home=f"/var/lib/{name}", create_home=True)

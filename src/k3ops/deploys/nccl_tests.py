@@ -8,23 +8,26 @@ import ipaddress
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import apt, files
 from pyinfra.operations.util import any_changed
 
 from ..escape import authorized_keys_line
 from ..facts.network import RdmaNics
 from ..onhost import layout
-from ..operations import packages
+from ..operations import owned_files, packages
 from ..spec import host_spec, model_host_spec
 from ..spec.fabric import FabricCheckSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
 from .repositories import signed_repository
+from .users import system_user
 
 MPI_PACKAGES = ["openmpi-bin"]
 RDMA_TOOLS = ["infiniband-diags", "ibverbs-utils"]  # ibstat, ibv_devinfo: the port pre-checks
 NCCL_TESTS_PACKAGES = ["nccl-tests", "libnccl2"]  # held together: a test result names the NCCL it ran
 MEMLOCK_LIMITS = "/etc/security/limits.d/k3ops-nccl.conf"  # RDMA pins buffers: no locked-memory cap
+MPI_KEYS_HEADER = ("# Managed by k3ops: the fleet's MPI launch key, for the fabric check's runs between its hosts only\n"
+                   "# (no forwarding, no terminal, from the fleet's addresses when all are IP addresses).\n")
 
 
 @deploy("Fabric check tools")
@@ -46,23 +49,20 @@ def nccl_tests() -> None:
     else:  # the ROCm pin holds rccl and rccl-tests to the host's ROCm release
         apt.packages(name=f"rccl-tests of ROCm {spec.rocm_release}", packages=["rccl-tests"], no_recommends=True)
     mpi_user(spec.gpu_vendor, fabric)
-    files.directory(name=f"Directory {layout.FABRIC_CHECK_DIR}", path=layout.FABRIC_CHECK_DIR, mode="755")
+    files.directory(name=f"Directory {layout.FABRIC_CHECK_DIR}", path=layout.FABRIC_CHECK_DIR, user="root",
+                    group="root", mode="755")
 
 
 def mpi_user(vendor: str, fabric: FabricCheckSpec) -> None:
     """NCCL_USER runs the tests: it holds the fleet's MPI key and accepts it from the fleet's hosts."""
     private_key, public_key = ensure_fleet_key(fabric.nccl_mpi_key, layout.NCCL_KEY_NAME)
-    home = layout.home(layout.NCCL_USER)
-    server.user(name=f"MPI user {layout.NCCL_USER}", user=layout.NCCL_USER, system=True, shell="/bin/sh", home=home,
-                create_home=True, groups=["render", "video"] if vendor == "amd" else None)
-    files.directory(name=f"Directory ~{layout.NCCL_USER}/.ssh", path=f"{home}/.ssh", user=layout.NCCL_USER,
-                    group=layout.NCCL_USER, mode="700")
-    files.put(name="The fleet's MPI launch key", src=str(private_key), dest=layout.NCCL_KEY, user=layout.NCCL_USER,
-              group=layout.NCCL_USER, mode="600", _temp_dir=f"{home}/.ssh")
-    files.template(name="The fleet's hosts may launch MPI ranks as this user, nothing else",
-                   src=str(TEMPLATES / "k3ops" / "nccl-authorized-keys.j2"), dest=layout.NCCL_AUTHORIZED_KEYS,
-                   user=layout.NCCL_USER, group=layout.NCCL_USER, mode="600",
-                   key_line=mpi_key_line(fleet_addresses(), public_key))
+    system_user(layout.NCCL_USER, "MPI user", shell="/bin/sh", groups=["render", "video"] if vendor == "amd" else None)
+    owned_files.file(name="The fleet's MPI launch key", path=layout.NCCL_KEY, content=private_key.read_text(),
+                     owner=layout.NCCL_USER, mode="600")
+    owned_files.file(name="The fleet's hosts may launch MPI ranks as this user, nothing else",
+                     path=layout.NCCL_AUTHORIZED_KEYS,
+                     content=MPI_KEYS_HEADER + mpi_key_line(fleet_addresses(), public_key) + "\n",
+                     owner=layout.NCCL_USER, mode="600")
     files.put(name="No locked-memory limit for the MPI user (RDMA registers its buffers)",
               src=str(TEMPLATES / "k3ops" / "nccl-limits.conf"), dest=MEMLOCK_LIMITS, mode="644")
 

@@ -11,13 +11,13 @@ from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule
 from ..facts.boot import KernelCommandLine
-from ..onhost import layout
 from ..operations import kernel, packages
 from ..spec import host_spec
 from ..spec.host import GpuHostSpec
 from . import TEMPLATES
 from .reboot import reboot_if_needed
 from .secure_boot import refuse_unsigned_modules
+from .users import system_user
 from .repositories import signed_repository
 
 PIN_FILE = "/etc/apt/preferences.d/k3ops-rocm"
@@ -60,8 +60,7 @@ def rocm() -> None:
     packages.held(name="Hold the amdgpu driver", packages=["amdgpu-dkms"])
     for group in ("render", "video"):  # udev makes them on most hosts; a minimal image may lack render
         server.group(name=f"Ensure the {group} group", group=group, system=True)
-    server.user(name=f"Give {spec.service_user} the GPUs (render, video)", user=spec.service_user, system=True,
-                groups=["render", "video"], shell="/usr/sbin/nologin", home=layout.home(spec.service_user))
+    system_user(spec.service_user, "Service user with the GPUs (render, video):", groups=["render", "video"])
     arguments = kernel.boot_arguments(name=f"Kernel arguments {' '.join(AMD_KERNEL_ARGUMENTS)}",
                                       arguments=list(AMD_KERNEL_ARGUMENTS))
 

@@ -1,16 +1,16 @@
-"""Secrets on a host (the Hub token, the engine's API key): root-only from their first byte.
+"""Secrets on a host (the Hub token, the engine's API key): root-only from their first byte, never in a diff.
 
-They live in a root 0700 directory and are uploaded into it too, so neither the upload nor the file
-before its chmod is ever readable by another user; systemd (root) reads them for the units.
+They live in a root 0700 directory; systemd (root) reads them for the units. They are staged in a root-only
+directory and written by rename (k3ops.operations.owned_files), so neither the upload nor the file before
+its chmod is ever readable by another user, and `pyinfra --diff` has no content of theirs to print.
 """
 
 from __future__ import annotations
 
-from io import StringIO
-
 from pyinfra.operations import files
 
 from ..onhost import layout
+from ..operations import owned_files
 
 
 def secret_file(dest: str, content: str, what: str):
@@ -18,5 +18,4 @@ def secret_file(dest: str, content: str, what: str):
     files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
     files.directory(name=f"Secrets directory {layout.SECRETS_DIR} (root only)", path=layout.SECRETS_DIR,
                     user="root", group="root", mode="700")
-    return files.put(name=f"{what} in {dest}", src=StringIO(content), dest=dest, user="root", group="root",
-                     mode="600", _temp_dir=layout.SECRETS_DIR)
+    return owned_files.file(name=f"{what} in {dest}", path=dest, content=content, owner="root", mode="600")

@@ -21,6 +21,7 @@ from ..nccl.results import gate_refusal
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
+from ..operations import owned_files
 from ..spec import host_spec, model_host_spec
 from ..spec.controller import ControllerFileError, read_api_key
 from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
@@ -29,11 +30,14 @@ from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
+from .uploads import private_staging
+from .users import state_directory
 
 
 @watched
 @deploy("Engine")
 def serving() -> None:
+    private_staging()
     spec, model_host = host_spec(host), model_host_spec(host)
     engine = EngineHostSpec.model_validate(host.data.dict()).engine
     if engine is None:
@@ -55,10 +59,11 @@ def serving() -> None:
     else:
         llama_server(engine)
     user = spec.service_user
+    state_directory()
     files.directory(name=f"Engine state {ENGINE_STATE_DIR}", path=ENGINE_STATE_DIR, user=user, group=user,
                     mode="750")
-    files.directory(name="Engine caches (compiled kernels)", path=f"{ENGINE_STATE_DIR}/cache", user=user, group=user,
-                    mode="750")
+    owned_files.directory(name="Engine caches (compiled kernels)", path=f"{ENGINE_STATE_DIR}/cache",
+                          owner=user, mode="750")
     secrets = api_key(engine, found)
     onhost_package()
     onhost_command(layout.WATCHDOG_COMMAND, "k3ops-engine-watchdog.j2")

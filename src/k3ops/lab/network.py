@@ -1,6 +1,7 @@
 """The lab network: one bridge on the controller, one network namespace per host.
 
-Hosts reach each other and the controller's address on the bridge; they get no default route,
+Hosts reach each other and the controller's address on the bridge (container hosts each other over IPv6
+too, in the lab's own unique local prefix); they get no default route,
 and the controller does not forward, so nothing leaves the lab's subnet.
 """
 
@@ -41,6 +42,7 @@ def create_host_namespace(host: state.LabHost) -> None:
     if _ip("link", "show", _veth(host), check=False).returncode != 0:
         _ip("link", "add", _veth(host), "type", "veth", "peer", "name", "eth0", "netns", host.netns)
         _ip("-n", host.netns, "addr", "add", f"{host.address}/{state.PREFIX_LENGTH}", "dev", "eth0")
+        _ip("-n", host.netns, "-6", "addr", "add", f"{host.address6}/{state.PREFIX6_LENGTH}", "dev", "eth0", "nodad")
     _ip("link", "set", _veth(host), "master", state.BRIDGE, "up")
     _ip("-n", host.netns, "link", "set", "lo", "up")
     _ip("-n", host.netns, "link", "set", "eth0", "up")

@@ -25,6 +25,10 @@ STATE_DIR = Path(os.environ.get("K3OPS_LAB_STATE", f"/var/lib/k3ops-lab{SUFFIX}"
 SUBNET_PREFIX = os.environ.get("K3OPS_LAB_SUBNET", f"10.213.{7 + INSTANCE}")
 CONTROLLER_ADDRESS = f"{SUBNET_PREFIX}.1"
 PREFIX_LENGTH = 24
+# Container hosts also have an IPv6 address, in a unique local prefix of the lab's own, for data that names
+# peers by IPv6 (as fleets on IPv6 networks do); the controller has none there, and nothing routes it.
+SUBNET6_PREFIX = f"fd6b:3a7b:0:{7 + INSTANCE}::"
+PREFIX6_LENGTH = 64
 FIRST_HOST_OCTET = 11
 BRIDGE = f"k3lab{INSTANCE}"
 NETNS_PREFIX = f"k3lab{SUFFIX}-"
@@ -56,6 +60,11 @@ class LabHost:
     @property
     def netns(self) -> str:
         return NETNS_PREFIX + self.name
+
+    @property
+    def address6(self) -> str:
+        """The host's IPv6 address (container hosts only): its IPv4 address's last number in the lab's prefix."""
+        return f"{SUBNET6_PREFIX}{self.address.rsplit('.', 1)[1]}"
 
     @property
     def directory(self) -> Path:

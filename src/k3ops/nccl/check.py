@@ -9,7 +9,6 @@ names them; a cluster that fails with healthy-looking hosts is taken apart pair 
 from __future__ import annotations
 
 import json
-import shlex
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from ..inventory import SshTarget, selected
 from ..onhost import layout
 from ..remote import CommandFailed, RemoteHost
 from ..facts.reader import FactError
+from ..owned_files import replace_with
 from ..spec.engine import EngineHostSpec
 from ..spec.fabric import FabricCheckSpec
 from ..spec.host import GpuHostSpec
@@ -156,10 +156,9 @@ def connect_and_precheck(host: CheckedHost) -> None:
 def share_host_keys(host: CheckedHost, hosts: list[CheckedHost]) -> None:
     """The run's known_hosts for the MPI user: the other hosts' keys, as this check just read them."""
     lines = launch.known_hosts({other.address: other.host_key for other in hosts if other.host_key})
-    path = layout.NCCL_KNOWN_HOSTS
     try:
-        host.remote.check_output(f"printf '%s' {shlex.quote(lines)} > {path}.new && chown {layout.NCCL_USER}: "
-                                 f"{path}.new && chmod 644 {path}.new && mv -f {path}.new {path}")
+        host.remote.check_output(f"id -u {layout.NCCL_USER} >/dev/null && "
+                                 f"{replace_with(layout.NCCL_KNOWN_HOSTS, lines, '644')}")
     except CommandFailed as error:
         host.error = f"no MPI user to run the tests ({error}): deploy deploys/gpu_host.py first"
 

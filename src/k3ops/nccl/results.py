@@ -7,8 +7,7 @@ through the LastFabricCheck fact.
 
 from __future__ import annotations
 
-import shlex
-
+from ..owned_files import replace_with
 from ..onhost import layout
 from ..spec.host import GpuHostSpec
 
@@ -30,9 +29,7 @@ def measured_driver(vendor: str, module: dict | None, rocm: str | None) -> str |
 
 def write_command(document: str) -> str:
     """Replace the host's result in one rename, so a reader never sees half of it."""
-    path = layout.FABRIC_CHECK_RESULT
-    return (f"mkdir -p {layout.FABRIC_CHECK_DIR} && printf '%s\\n' {shlex.quote(document)} > {path}.new "
-            f"&& chmod 644 {path}.new && mv -f {path}.new {path}")
+    return replace_with(layout.FABRIC_CHECK_RESULT, f"{document}\n", "644")
 
 
 def gate_refusal(host: str, cluster: str, members: list[str], spec: GpuHostSpec, result: dict | None) -> str | None:

@@ -22,22 +22,30 @@ CHECKPOINT_COMMAND = "/usr/local/sbin/k3ops-checkpoint"
 WATCHDOG_COMMAND = f"{INSTALL_DIR}/bin/k3ops-engine-watchdog"
 LLAMA_CPP_DIR = f"{INSTALL_DIR}/llama.cpp"
 
+# Root's own state: a root-owned directory no other user writes, so root never writes through a link
+# another user planted. The users k3ops makes have their homes beneath it (not /var/lib/<user>: the
+# default service user is "k3ops", whose home would be this directory).
+STATE_DIR = "/var/lib/k3ops"
+USERS_HOME = f"{STATE_DIR}/home"
+# Where a deploy stages a file before its owner writes it in place: root 0700.
+UPLOAD_DIR = f"{STATE_DIR}/upload"
+
 PEER_USER = "k3ops-peer"  # peers log in as this user to copy the model cache, read-only
 PEER_KEY_NAME = "k3ops-peers"  # the fleet's peer-copy key, in the service user's ~/.ssh
-USERS_HOME = "/var/lib"
 PEER_AUTHORIZED_KEYS = f"{USERS_HOME}/{PEER_USER}/.ssh/authorized_keys"  # the key, confined to rrsync -ro
 # The fabric check's MPI runs: an unprivileged user of their own, which hosts of the fleet reach with the
 # fleet's MPI key (from their addresses only), and the last check's result on each host.
 NCCL_USER = "k3ops-nccl"
 NCCL_KEY = f"{USERS_HOME}/{NCCL_USER}/.ssh/id_ed25519"
 NCCL_AUTHORIZED_KEYS = f"{USERS_HOME}/{NCCL_USER}/.ssh/authorized_keys"
-NCCL_KNOWN_HOSTS = f"{USERS_HOME}/{NCCL_USER}/.ssh/known_hosts"  # the run's hosts, written by each check
 NCCL_KEY_NAME = "k3ops-nccl"
-FABRIC_CHECK_DIR = "/var/lib/k3ops/fabric"
+FABRIC_CHECK_DIR = f"{STATE_DIR}/fabric"
+# The run's hosts' keys, written by each check: root's, so the MPI user reads its trust and cannot change it.
+NCCL_KNOWN_HOSTS = f"{FABRIC_CHECK_DIR}/known_hosts"
 FABRIC_CHECK_RESULT = f"{FABRIC_CHECK_DIR}/last-check.json"
 # Left by a rollout (driver upgrade, drain) while it works on the host: the doctor reports the host as under
 # maintenance instead of alarming. JSON: {"reason": ..., "since": ISO time, "by": who}.
-MAINTENANCE_MARKER = "/var/lib/k3ops/maintenance.json"
+MAINTENANCE_MARKER = f"{STATE_DIR}/maintenance.json"
 
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"
@@ -47,9 +55,9 @@ ENGINE_UNIT = "k3ops-engine.service"
 WATCHDOG_SERVICE = "k3ops-engine-watchdog.service"  # one health check
 WATCHDOG_TIMER = "k3ops-engine-watchdog.timer"
 ENGINE_CONTAINER = "k3ops-engine"
-ENGINE_STATE_DIR = "/var/lib/k3ops/engine"
+ENGINE_STATE_DIR = f"{STATE_DIR}/engine"  # the service user's: its caches and what it loaded
 ENGINE_REVISION_FILE = f"{ENGINE_STATE_DIR}/revision"  # the revision the engine loaded at its last start
-WATCHDOG_STATE_FILE = f"{ENGINE_STATE_DIR}/watchdog.json"
+WATCHDOG_STATE_FILE = f"{STATE_DIR}/watchdog/state.json"  # root's: the watchdog runs as root
 # How each engine takes its API key without it appearing on a command line.
 API_KEY_VARIABLES = {"vllm": "VLLM_API_KEY", "llama.cpp": "LLAMA_API_KEY"}
 

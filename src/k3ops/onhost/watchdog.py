@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from .checkpoint.manifest import write_atomically
 from .layout import API_KEY_VARIABLES, ENGINE_REVISION_FILE, ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_STATE_FILE
 
 CHECK_TIMEOUT_SECONDS = 10
@@ -113,12 +115,21 @@ def wait(args) -> int:
         time.sleep(min(5.0, max(args.wait - waited, 0.1)))
 
 
+def engine_written(path: str) -> str:
+    """A small file the engine's user writes, read by root: never through a link, never a FIFO that blocks."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor) as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return file.read(4096)
+
+
 def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str,
                  probe_url: str | None = None, probe_seconds: float | None = None) -> dict:
     """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness, and
     with `probe_url` whether a ready engine generates (`generation`, None when it is not ready)."""
     try:
-        revision = Path(ENGINE_REVISION_FILE).read_text().strip() or None
+        revision = engine_written(ENGINE_REVISION_FILE).strip() or None
     except OSError:
         revision = None
     try:
@@ -188,8 +199,8 @@ def watch(args) -> int:
     except (FileNotFoundError, ValueError):
         state = {}
     state, restart = decide(state, unit.get("InvocationID", ""), running, ok, args.failures, args.start_timeout)
-    args.state.parent.mkdir(parents=True, exist_ok=True)
-    args.state.write_text(json.dumps(state) + "\n")
+    args.state.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # root's, under layout.STATE_DIR
+    write_atomically(args.state, json.dumps(state) + "\n")
     if not ok:
         print(f"{args.unit}: unhealthy: {why}", flush=True)
     if restart:

@@ -141,9 +141,11 @@ def defined_groups(inventory_file: str | Path) -> dict:
 
 def validate_inventory(inventory_file: str | Path) -> None:
     """Load the inventory as pyinfra will and raise InventoryError listing every bad host and field."""
+    from ..inventory import check_host_keys_by_default, load
+
+    check_host_keys_by_default()
     if _validating.get():
         return  # the inventory file is being loaded by this very check
-    from ..inventory import load
 
     token = _validating.set(True)
     try:

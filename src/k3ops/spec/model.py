@@ -36,12 +36,12 @@ SYSTEM_DIRECTORIES = frozenset({
     "/var/backups", "/var/cache", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail", "/var/opt",
     "/var/run", "/var/spool", "/var/tmp", "/var/www",
     "/var/lib/apt", "/var/lib/containerd", "/var/lib/docker", "/var/lib/dpkg", "/var/lib/systemd",
-    layout.CONFIG_DIR, layout.INSTALL_DIR, layout.ENGINE_STATE_DIR, layout.home(layout.PEER_USER),
+    layout.CONFIG_DIR, layout.INSTALL_DIR, layout.STATE_DIR,
 })
 # Trees no volume belongs in: pseudo and boot filesystems, system software, configuration, files
-# systemd-tmpfiles cleans, and root's home, which the service user cannot enter.
+# systemd-tmpfiles cleans, root's home, which the service user cannot enter, and k3ops's own state.
 NO_VOLUME_TREES = ("/proc", "/sys", "/dev", "/run", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                   "/etc", "/tmp", "/var/tmp", "/root")
+                   "/etc", "/tmp", "/var/tmp", "/root", layout.STATE_DIR)
 
 
 class ModelSpec(BaseModel):

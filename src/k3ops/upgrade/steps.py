@@ -23,6 +23,7 @@ from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
 from ..facts.nvidia import NvidiaKernelModule
+from ..owned_files import replace_with
 from ..inventory import SshTarget, selected
 from ..nccl.check import run_check
 from ..onhost import layout
@@ -117,9 +118,7 @@ def write_marker(remote, group: dict, state: str) -> None:
     """The host's maintenance marker (the doctor reports MAINTENANCE while it is there), replaced by rename."""
     marker = json.dumps({"reason": f"driver upgrade to {group['to']}", "since": group.get("marked") or now(),
                          "by": MARKER_BY, "state": state, "group": group["name"]})
-    remote.check_output(f"mkdir -p {shlex.quote(str(Path(layout.MAINTENANCE_MARKER).parent))} && "
-                        f"printf '%s\\n' {shlex.quote(marker)} > {layout.MAINTENANCE_MARKER}.partial && "
-                        f"mv {layout.MAINTENANCE_MARKER}.partial {layout.MAINTENANCE_MARKER}")
+    remote.check_output(replace_with(layout.MAINTENANCE_MARKER, f"{marker}\n", "644"))
 
 
 def mark(run: Run, group: dict, state: str) -> None:

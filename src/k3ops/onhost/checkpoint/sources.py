@@ -73,7 +73,8 @@ class Peer:
         return subprocess.run(["rsync", "-e", ssh, *arguments], capture_output=True, text=True)
 
     def _remote(self, path: str) -> str:
-        return f"{PEER_USER}@{self.address}:{self.name}/{path}"
+        host = f"[{self.address}]" if ":" in self.address else self.address  # rsync's form of an IPv6 address
+        return f"{PEER_USER}@{host}:{self.name}/{path}"
 
     def has(self, revision: str) -> bool:
         """The peer has installed (verified) the revision."""

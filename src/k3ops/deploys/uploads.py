@@ -1,0 +1,22 @@
+"""Where pyinfra stages what it uploads or downloads: a directory only the SSH user may enter.
+
+By default pyinfra stages through a predictable name in /tmp (pyinfra-<sha1 of the destination>): a
+download as root (`curl -o /tmp/pyinfra-...`, then `mv`), and under sudo every upload (SFTP as the SSH user,
+then `cp` as root), readable by others while there and plantable by another user first. k3ops's deploys
+stage in STAGING_DIRECTORY instead, relative to the SSH user's home, where SFTP and commands start.
+"""
+
+from __future__ import annotations
+
+from pyinfra import config
+
+from ..operations import owned_files
+
+STAGING_DIRECTORY = ".cache/k3ops-staging"
+
+
+def private_staging() -> None:
+    """Every later operation of this deploy stages its files in the SSH user's private directory."""
+    config.TEMP_DIR = STAGING_DIRECTORY
+    owned_files.staging_directory(name=f"Staging directory ~/{STAGING_DIRECTORY} (the SSH user's alone)",
+                                  path=STAGING_DIRECTORY)

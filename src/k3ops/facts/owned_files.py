@@ -1,0 +1,76 @@
+"""Files and directories k3ops writes as their owner (k3ops.owned_files): who owns one, its mode and digest, without
+following a link."""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
+
+STAT_LINE = re.compile(r"^(?P<owner>\S+) (?P<group>\S+) (?P<mode>[0-7]+)$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class OwnedFile(FactBase[dict | None]):
+    """
+    Returns a regular file's owner, group, mode and sha256; ``None`` when there is none, or a link or
+    anything else is there instead (which k3ops replaces rather than follows):
+
+    .. code:: python
+
+        {"owner": "k3ops-nccl", "group": "k3ops-nccl", "mode": "600", "sha256": "9f86d081..."}
+    """
+
+    @override
+    def command(self, path: str):
+        # stat, like [ -L ], does not follow a link; the digest is read only of a regular file.
+        return StringCommand("if", "[", "-f", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "];",
+                             "then", "stat", "-c", QuoteString("%U %G %a"), "--", QuoteString(path), "&&",
+                             "sha256sum", "<", QuoteString(path), ";", "fi")
+
+    @override
+    def process(self, output):
+        lines = [line.strip() for line in output if line.strip()]
+        if len(lines) != 2:
+            return None
+        found, digest = STAT_LINE.match(lines[0]), lines[1].split()[0]
+        if not found or not SHA256.match(digest):
+            return None
+        return {**found.groupdict(), "sha256": digest}
+
+
+class OwnedDirectory(FactBase[dict | None]):
+    """
+    Returns a directory's owner, group and mode; ``None`` when there is none, or a link is there:
+
+    .. code:: python
+
+        {"owner": "k3ops", "group": "k3ops", "mode": "755"}
+    """
+
+    @override
+    def command(self, path: str):
+        return StringCommand("if", "[", "-d", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "];",
+                             "then", "stat", "-c", QuoteString("%U %G %a"), "--", QuoteString(path), ";", "fi")
+
+    @override
+    def process(self, output):
+        found = STAT_LINE.match("\n".join(output).strip())
+        return found.groupdict() if found else None
+
+
+class PrivateDirectory(FactBase[bool]):
+    """
+    Returns whether a directory is the asking user's own, mode 0700, and not a link.
+    """
+
+    @override
+    def command(self, path: str):
+        return StringCommand("if", "[", "-d", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "]", "&&",
+                             "[", "-O", QuoteString(path), "]", "&&", "[", "\"$(stat -c %a", QuoteString(path), ")\"",
+                             "=", "700", "];", "then", "echo", "private;", "fi")
+
+    @override
+    def process(self, output):
+        return "\n".join(output).strip() == "private"
