@@ -24,3 +24,29 @@ def fleet_public_key(directory: Path, comment: str = "k3ops-peers") -> str:
     if not key.exists():
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)], check=True)
     return key.with_suffix(".pub").read_text().strip()
+
+
+# Each module's wall time (its lab's start and end included), printed after every run: CI's log shows where its
+# budget goes.
+_module_times: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    import time
+
+    _module_times.setdefault(nodeid.split("::", 1)[0], [time.monotonic(), time.monotonic()])
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    import time
+
+    _module_times[nodeid.split("::", 1)[0]][1] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _module_times:
+        return
+    terminalreporter.section("wall time per module")
+    for module, (start, end) in sorted(_module_times.items(), key=lambda item: item[1][0]):
+        terminalreporter.write_line(f"{end - start:8.1f} s  {module}")
+    terminalreporter.write_line(f"{sum(end - start for start, end in _module_times.values()):8.1f} s  in all")

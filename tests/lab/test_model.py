@@ -243,11 +243,19 @@ def test_a_new_token_is_written_but_never_shown_even_by_diff(lab):
 
 
 SUDO_DEPLOY = '''"""A secret deployed over an unprivileged login with sudo."""
-from k3ops.deploys.secrets import secret_file
-from k3ops.deploys.uploads import private_staging
+from pyinfra.api import deploy
 
-private_staging()
-secret_file("/etc/k3ops/secrets/probe.env", "PROBE_SECRET={secret}\\n", "Probe secret")
+from k3ops.deploys.secrets import secret_file
+from k3ops.deploys.uploads import staged_privately
+
+
+@staged_privately
+@deploy("Probe")
+def probe():
+    secret_file("/etc/k3ops/secrets/probe.env", "PROBE_SECRET={secret}\\n", "Probe secret")
+
+
+probe()
 '''
 
 

@@ -13,13 +13,13 @@ from .container_runtime import container_runtime
 from .nccl_tests import nccl_tests
 from .nvidia import nvidia
 from .rocm import rocm
-from .uploads import private_staging
+from .uploads import staged_privately
 
 
 @watched
+@staged_privately
 @deploy("GPU host")
 def gpu_host() -> None:
-    private_staging()
     spec = host_spec(host)
     base()
     if spec.gpu_vendor is not None:

@@ -8,13 +8,13 @@ from ..ssh_liveness import watched
 from .gpu_host import gpu_host
 from .model import model
 from .serving import serving
-from .uploads import private_staging
+from .uploads import staged_privately
 
 
 @watched
+@staged_privately
 @deploy("Kimi K3")
 def k3() -> None:
-    private_staging()
     gpu_host()
     model()
     serving()

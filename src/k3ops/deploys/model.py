@@ -7,12 +7,12 @@ from pyinfra.api import deploy
 from ..ssh_liveness import watched
 from .checkpoint import checkpoint
 from .model_cache import model_cache
-from .uploads import private_staging
+from .uploads import staged_privately
 
 
 @watched
+@staged_privately
 @deploy("Model")
 def model() -> None:
-    private_staging()
     model_cache()
     checkpoint()

@@ -30,14 +30,14 @@ from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
-from .uploads import private_staging
+from .uploads import staged_privately
 from .users import state_directory
 
 
 @watched
+@staged_privately
 @deploy("Engine")
 def serving() -> None:
-    private_staging()
     spec, model_host = host_spec(host), model_host_spec(host)
     engine = EngineHostSpec.model_validate(host.data.dict()).engine
     if engine is None:

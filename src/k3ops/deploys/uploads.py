@@ -8,15 +8,25 @@ stage in STAGING_DIRECTORY instead, relative to the SSH user's home, where SFTP 
 
 from __future__ import annotations
 
-from pyinfra import config
+import functools
+
+from pyinfra import config, host
 
 from ..operations import owned_files
 
 STAGING_DIRECTORY = ".cache/k3ops-staging"
 
 
-def private_staging() -> None:
-    """Every later operation of this deploy stages its files in the SSH user's private directory."""
-    config.TEMP_DIR = STAGING_DIRECTORY
-    owned_files.staging_directory(name=f"Staging directory ~/{STAGING_DIRECTORY} (the SSH user's alone)",
-                                  path=STAGING_DIRECTORY)
+def staged_privately(deploy_function):
+    """A top-level deploy whose operations stage their files in the SSH user's private directory.
+
+    Set before the deploy starts: pyinfra takes a deploy's arguments, the temporary directory among them, as
+    it enters it, from the configuration it loads each host's deploy with (a copy of the run's, which is the
+    one pyinfra reads where no operation's arguments reach)."""
+    @functools.wraps(deploy_function)
+    def run(*args, **kwargs):
+        config.TEMP_DIR = host.state.config.TEMP_DIR = STAGING_DIRECTORY
+        owned_files.staging_directory(name=f"Staging directory ~/{STAGING_DIRECTORY} (the SSH user's alone)",
+                                      path=STAGING_DIRECTORY)
+        return deploy_function(*args, **kwargs)
+    return run

@@ -45,7 +45,9 @@ def file(path: str, content: str, owner: str = "root", mode: str = "600"):
         return
     staged = f"{UPLOAD_DIR}/{hashlib.sha256(path.encode()).hexdigest()[:32]}"
     yield f"install -d -o root -g root -m 755 {STATE_DIR} && install -d -o root -g root -m 700 {UPLOAD_DIR}"
-    yield FileUploadCommand(StringIO(content), staged, remote_temp_filename=host.get_temp_filename(staged))
+    staging = (host.current_op_global_arguments or {}).get("_temp_dir")  # where pyinfra stages under sudo
+    yield FileUploadCommand(StringIO(content), staged,
+                            remote_temp_filename=host.get_temp_filename(staged, temp_directory=staging))
     yield f"{replace_command(path, mode, owner)} < {staged}; status=$?; rm -f {staged}; exit $status"
 
 
