@@ -44,9 +44,18 @@ def pytest_runtest_logfinish(nodeid, location):
 
 
 def pytest_terminal_summary(terminalreporter):
+    """The table after the run; with K3OPS_MODULE_TIMES set, its rows are also added to that file, from which
+    scripts/test prints one table of all its runs."""
+    import os
+
     if not _module_times:
         return
+    rows = [f"{end - start:8.1f} s  {module}"
+            for module, (start, end) in sorted(_module_times.items(), key=lambda item: item[1][0])]
     terminalreporter.section("wall time per module")
-    for module, (start, end) in sorted(_module_times.items(), key=lambda item: item[1][0]):
-        terminalreporter.write_line(f"{end - start:8.1f} s  {module}")
+    for row in rows:
+        terminalreporter.write_line(row)
     terminalreporter.write_line(f"{sum(end - start for start, end in _module_times.values()):8.1f} s  in all")
+    if os.environ.get("K3OPS_MODULE_TIMES"):
+        with open(os.environ["K3OPS_MODULE_TIMES"], "a") as table:
+            table.write("".join(f"{row}\n" for row in rows))

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
-from pathlib import Path
+
+from .. import host_checks
 
 
 def register(verbs) -> None:
@@ -15,19 +14,6 @@ def register(verbs) -> None:
     check.add_argument("pytest_args", nargs=argparse.REMAINDER,
                        help="passed on to pytest (e.g. -k nvidia, or the checks' --limit HOST and --data KEY=VALUE)")
     check.set_defaults(handler=run)
-
-
-def host_checks_command(inventory: str, *pytest_args: str, module: str | None = None) -> list[str]:
-    """pytest over the shipped host checks (`module`: one file of them, like test_nvidia.py) for an inventory;
-    `pytest_args` may add the checks' own --limit HOST and --data KEY=VALUE."""
-    from .. import host_checks
-
-    checks = Path(host_checks.__file__).parent
-    # The checks' own directory is pytest's root, so no configuration from where the command runs applies;
-    # testinfra's plugin stays off (the checks make their hosts from the inventory).
-    return [sys.executable, "-m", "pytest", str(checks / module) if module else str(checks), "--rootdir", str(checks),
-            "-c", os.devnull, "-p", "no:cacheprovider", "-p", "no:pytest11.testinfra", "-p", "no:anyio",
-            "--inventory", str(Path(inventory).resolve()), *pytest_args]
 
 
 def run(args) -> int:
@@ -47,4 +33,4 @@ def run(args) -> int:
     except pytest.UsageError as error:
         raise BadInput(str(error)) from None
     selected(args.inventory, given.limit, data)
-    return subprocess.run(host_checks_command(args.inventory, *args.pytest_args)).returncode
+    return subprocess.run(host_checks.command(args.inventory, *args.pytest_args)).returncode

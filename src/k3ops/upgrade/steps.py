@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Lock
 
+from .. import host_checks
 from ..doctor.diagnose import run_doctor
 from ..engines.units import engine_urls
 from ..facts.boot import BootId
@@ -267,11 +268,9 @@ def rebooted(run: Run, group: dict) -> str:
 def validate(run: Run, group: dict) -> str:
     """The driver's host checks, the fabric check on the group alone, the engine ready and answering, and the
     doctor clean; then back behind the load balancer."""
-    from ..cli.check import host_checks_command
-
     on_group(run, group, lambda remote, data: write_marker(remote, group, "validating"))
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
-    checks = subprocess.run(host_checks_command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
+    checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
                                                 f"nvidia_driver_version={json.dumps(group['to'])}",
                                                 module=HOST_CHECKS_MODULE),
                             capture_output=True, text=True, timeout=DEPLOY_TIMEOUT_SECONDS)
