@@ -11,7 +11,7 @@ what every host shares in group_data/all.py (pyinfra's own group of every host).
 The addresses are documentation addresses (RFC 5737): replace them.
 """
 
-from k3ops.spec import validate_inventory
+from k3ops.inventory import validate_inventory
 
 # Two HGX B300 hosts, each serving K3 on its own 8 GPUs with vLLM's Blackwell TP8 recipe.
 b300 = [

@@ -7,7 +7,7 @@ applies the example production fleet's inventory/group_data to the lab's groups.
 """
 
 from k3ops.lab.inventory import groups
-from k3ops.spec import validate_inventory
+from k3ops.inventory import validate_inventory
 
 globals().update(groups())
 validate_inventory(__file__)

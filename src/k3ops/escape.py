@@ -1,7 +1,7 @@
 """One escaper per file format a value lands in: a systemd unit, authorized_keys, known_hosts, the IMEX
 nodes file. Templates receive values only through these.
 
-The spec refuses what no legitimate value holds (k3ops.spec.forms); these keep what remains literal where
+The spec refuses what no legitimate value holds (k3ops.forms); these keep what remains literal where
 it is written, and refuse a line break outright: no escaping makes a newline inert in a line format, and
 a value with one would add a directive, a key or a host.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .spec.forms import network_address, plain, ssh_public_key
+from .forms import network_address, plain, ssh_public_key
 
 # Words systemd reads literally without quotes; others are double-quoted with C escapes.
 SYSTEMD_PLAIN_WORD = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")

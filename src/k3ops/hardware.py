@@ -84,3 +84,15 @@ def cuda_supported_by(branch: int) -> str | None:
     """The CUDA version a driver branch supports: the nearest known branch at or below it."""
     known = [b for b in CUDA_BY_DRIVER_BRANCH if b <= branch]
     return CUDA_BY_DRIVER_BRANCH[max(known)] if known else None
+
+
+# What AMD's Instinct optimization guides ask of the kernel command line: IOMMU passthrough, no PCI BAR
+# reallocation (the ROCm deploy sets them, the fabric check and the host checks look for them).
+AMD_KERNEL_ARGUMENTS = ("iommu=pt", "pci=realloc=off")
+# GPUDirect RDMA over DMA-BUF needs Linux 5.12 or later.
+DMABUF_MINIMUM_KERNEL = (5, 12)
+
+
+def kernel_supports_dmabuf(release: str) -> bool:
+    major, minor = (int(part) for part in release.split(".")[:2])
+    return (major, minor) >= DMABUF_MINIMUM_KERNEL

@@ -3,16 +3,17 @@ NVLink fabric up, GPUDirect RDMA for their NICs, and DCGM and the container tool
 
 import pytest
 
-from k3ops.deploys.gpudirect import PEERMEM_MODULE, gpudirect_mode, kernel_supports_dmabuf
+from k3ops.deploys.gpudirect import PEERMEM_MODULE
 from k3ops.deploys.nvidia import container_toolkit_packages, dcgm_packages, driver_packages, package_version
 from k3ops.deploys.nvlink import (IMEX_NODES_FILE, IMEX_SERVICE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package,
-                                  fabric_manager_wanted, imex_package)
+                                  imex_package)
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.docker import DockerRuntimes
 from k3ops.facts.kernel import KernelModuleLoaded
 from k3ops.facts.network import RdmaNics
 from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
+from k3ops.hardware import kernel_supports_dmabuf
 from k3ops.spec.model import ModelHostSpec
 
 pytestmark = pytest.mark.applies_to("nvidia")
@@ -54,7 +55,7 @@ def test_persistence_daemon_keeps_the_gpus_initialised(host, spec):
 def test_fabric_manager_runs_at_the_driver_version_where_wanted(host, spec):
     """Wanted as the deploy decides (data's on or off, or auto: NVSwitches on the board); not running elsewhere."""
     fabric_manager = host.get_fact(FabricManager)
-    if fabric_manager_wanted(spec, bool(host.get_fact(NvSwitches))):
+    if spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
         assert fabric_manager == {"installed_version": spec.nvidia_driver_version, "active": True}
         assert fabric_manager_package(spec) in host.get_fact(AptHeldPackages)
     else:
@@ -64,7 +65,7 @@ def test_fabric_manager_runs_at_the_driver_version_where_wanted(host, spec):
 
 def test_nvlink_5_switch_trays_have_the_subnet_manager_at_the_driver_version(host, spec):
     installed = host.get_fact(AptPolicyVersion, package=NVLINK_SUBNET_MANAGER_PACKAGE)["installed"]
-    if spec.board.nvlink_subnet_manager and fabric_manager_wanted(spec, bool(host.get_fact(NvSwitches))):
+    if spec.board.nvlink_subnet_manager and spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
         assert installed == package_version(spec)
         assert NVLINK_SUBNET_MANAGER_PACKAGE in host.get_fact(AptHeldPackages)
     else:
@@ -85,7 +86,7 @@ def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
 
 def test_gpudirect_rdma_reaches_the_nics(host, spec):
     """nvidia-peermem loaded now and named for every boot, or DMA-BUF's conditions met, on hosts with RDMA NICs."""
-    mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
+    mode = spec.gpudirect_mode(host.get_fact(RdmaNics))
     if mode == "peermem":
         assert host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE)
         assert PEERMEM_MODULE in host.check_output("cat /etc/modules-load.d/*.conf").split()

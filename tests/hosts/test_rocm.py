@@ -2,7 +2,7 @@
 
 import pytest
 
-from k3ops.deploys.rocm import AMD_KERNEL_ARGUMENTS
+from k3ops.hardware import AMD_KERNEL_ARGUMENTS
 from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
 from k3ops.facts.apt import AptHeldPackages
 from k3ops.facts.boot import KernelCommandLine

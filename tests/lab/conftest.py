@@ -67,7 +67,7 @@ def lab_inventory(path: Path, per_host: dict[str, dict] | None = None, **changes
     and `per_host` values replacing some hosts' (None removes a key)."""
     path.write_text(
         "from k3ops.lab.inventory import groups\n"
-        "from k3ops.spec import validate_inventory\n\n"
+        "from k3ops.inventory import validate_inventory\n\n"
         f"CHANGES = {changes!r}\n"
         f"PER_HOST = {per_host or {}!r}\n\n"
         "def changed(data, name):\n"

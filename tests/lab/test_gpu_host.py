@@ -196,7 +196,7 @@ def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(la
     inventory = tmp_path / "rollback.py"
     inventory.write_text(
         "from k3ops.lab.inventory import groups\n"
-        "from k3ops.spec import validate_inventory\n\n"
+        "from k3ops.inventory import validate_inventory\n\n"
         "globals().update({profile: [(name, {**data, 'nvidia_driver_version': '580.105.08'})\n"
         "                            for name, data in hosts if name == 'gpu-01']\n"
         "                  for profile, hosts in groups().items() if profile == 'h200x8'})\n"

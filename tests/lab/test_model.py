@@ -208,7 +208,7 @@ def test_ipv6_peer_addresses_and_long_host_names_converge_and_serve(lab, tmp_pat
     inventory = tmp_path / "ipv6.py"
     inventory.write_text(
         "from k3ops.lab.inventory import groups\n"
-        "from k3ops.spec import validate_inventory\n\n"
+        "from k3ops.inventory import validate_inventory\n\n"
         f"NAMES = {names!r}\n"
         f"ADDRESSES = {addresses!r}\n"
         "globals().update({profile: [(NAMES[name], {**data, 'peer_address': ADDRESSES[name]}) for name, data in hosts]\n"

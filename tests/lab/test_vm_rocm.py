@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from k3ops.deploys.rocm import AMD_KERNEL_ARGUMENTS
+from k3ops.hardware import AMD_KERNEL_ARGUMENTS
 
 from .conftest import (GPU_HOST_CHECKS, VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks,
                        on_host, passed_checks)

@@ -93,7 +93,7 @@ def test_validate_refuses_a_host_defined_twice_and_two_hosts_at_one_address(tmp_
     inventory file's own groups are read by validate_inventory, which every inventory file ends with."""
     inventory = tmp_path / "fleet.py"
     inventory.write_text(
-        "from k3ops.spec import validate_inventory\n\n"
+        "from k3ops.inventory import validate_inventory\n\n"
         'hgx = [("gpu-01", {"hardware_profile": "h200x8", "ssh_hostname": "192.0.2.1"}),\n'
         '       ("gpu-02", {"hardware_profile": "h200x8", "ssh_hostname": "192.0.2.2"}),\n'
         '       ("gpu-03", {"hardware_profile": "h200x8", "ssh_hostname": "192.0.2.2"})]\n'

@@ -60,7 +60,7 @@ def test_an_inventory_naming_no_host_is_bad_input_not_an_empty_fleet(tmp_path, v
      "fleet.py: cannot be loaded: line 2: KeyError: 'K3OPS_NO_SUCH_VARIABLE'"),
     ({"fleet.py": HOSTS, "group_data/all.py": "ratio = 1 / 0\n"},
      "/group_data/all.py: line 1: ZeroDivisionError: division by zero"),
-    ({"fleet.py": "from k3ops.spec import validate_inventory\nvalidate_inventory(__file__)\n"},
+    ({"fleet.py": "from k3ops.inventory import validate_inventory\nvalidate_inventory(__file__)\n"},
      "fleet.py: names no host"),  # an inventory that validates itself, and names none
     ({"fleet.py/README": "a directory, not an inventory file\n"}, "fleet.py: not a file"),
 ], ids=["syntax error", "raises", "group data raises", "validates itself, no host", "a directory"])

@@ -119,7 +119,7 @@ def test_a_cluster_is_checked_as_a_whole_before_any_host_is_touched(tmp_path, ho
     host_data = {"hardware_profile": "h200x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA H200", "gpu_count": 8,
                  "model": MODEL}
     inventory.write_text(
-        "from k3ops.spec import validate_inventory\n\n"
+        "from k3ops.inventory import validate_inventory\n\n"
         f"h200 = {[(f'h200-{index:02d}', {**host_data, 'engine': engine}) for index, engine in enumerate(hosts, 1)]!r}\n"
         "validate_inventory(__file__)\n")
     result = subprocess.run([sys.executable, "-m", "k3ops.cli", "validate", str(inventory)], capture_output=True,

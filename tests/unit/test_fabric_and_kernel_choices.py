@@ -4,8 +4,8 @@ manager, the NVLink fabric's packages, GPUDirect RDMA, and the kernel headers DK
 import pytest
 
 from k3ops.deploys.base import kernel_headers
-from k3ops.deploys.gpudirect import gpudirect_mode, kernel_supports_dmabuf
-from k3ops.deploys.nvlink import fabric_manager_wanted, fabric_packages
+from k3ops.hardware import kernel_supports_dmabuf
+from k3ops.deploys.nvlink import fabric_packages
 from k3ops.spec.host import GpuHostSpec
 
 H200, B300, GB300 = ({"hardware_profile": profile} for profile in ("h200x8", "b300x8", "gb300x4"))
@@ -20,7 +20,7 @@ H200, B300, GB300 = ({"hardware_profile": profile} for profile in ("h200x8", "b3
     ({**GB300, "fabric_manager": "on"}, False, True),
 ])
 def test_fabric_manager_follows_data_then_the_board(data, switches_on_pci, wanted):
-    assert fabric_manager_wanted(GpuHostSpec.model_validate(data), switches_on_pci) is wanted
+    assert GpuHostSpec.model_validate(data).fabric_manager_wanted(switches_on_pci) is wanted
 
 
 @pytest.mark.parametrize("data, fabric_manager, names", [
@@ -42,7 +42,7 @@ def test_the_nvlink_fabric_packages_move_with_the_driver(data, fabric_manager, n
     ("off", ["0000:19:00.0"], "off"),
 ])
 def test_gpudirect_rdma_where_the_host_has_rdma_nics(setting, nics, mode):
-    assert gpudirect_mode(GpuHostSpec.model_validate({**H200, "gpudirect_rdma": setting}), nics) == mode
+    assert GpuHostSpec.model_validate({**H200, "gpudirect_rdma": setting}).gpudirect_mode(nics) == mode
 
 
 @pytest.mark.parametrize("release, supported", [("5.11.22", False), ("5.12.0-1-amd64", True),

@@ -8,8 +8,9 @@ from pydantic import ValidationError
 
 from k3ops.nccl import launch
 from k3ops.nccl.localize import localize
-from k3ops.nccl.results import gate_refusal
-from k3ops.nccl.thresholds import PUBLISHED, TEST_KINDS, threshold
+from k3ops.fabric_gate import gate_refusal
+from k3ops.nccl.thresholds import PUBLISHED, threshold
+from k3ops.spec.fabric import TEST_KINDS
 from k3ops.nccl.verdict import FabricRun, judge
 from k3ops.spec import host_errors
 from k3ops.spec.fabric import FabricCheckSpec

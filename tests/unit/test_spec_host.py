@@ -152,7 +152,7 @@ def test_pyinfra_stops_on_bad_group_data_before_connecting(tmp_path):
     (tmp_path / "inventory").mkdir()
     (tmp_path / "group_data").mkdir()
     (tmp_path / "inventory" / "fleet.py").write_text(textwrap.dedent("""
-        from k3ops.spec import validate_inventory
+        from k3ops.inventory import validate_inventory
 
         hgx = ["@fake/gpu-01", ("@fake/gpu-02", {"gpu_count": 4})]
         validate_inventory(__file__)

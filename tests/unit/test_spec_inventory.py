@@ -10,7 +10,8 @@ from pyinfra.api import Inventory
 from k3ops.lab import inventory as lab_inventory
 from k3ops.lab import llama_server, registry, state
 from k3ops.lab.profiles import PROFILES
-from k3ops.spec import address_errors, definition_errors, host_errors, inventory_errors
+from k3ops.inventory import address_errors, definition_errors, inventory_errors
+from k3ops.spec import host_errors
 
 GPU_01 = ("gpu-01", {"ssh_hostname": "10.0.0.1"})
 GPU_02 = ("gpu-02", {"ssh_hostname": "10.0.0.2"})
@@ -113,7 +114,7 @@ def test_a_deploy_checks_host_keys_unless_the_inventory_opts_out(tmp_path):
         'hosts = [("gpu-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.1"}),\n'
         '         ("lab-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.2",\n'
         '                     "ssh_strict_host_key_checking": "no"})]\n'
-        "from k3ops.spec import validate_inventory\n"
+        "from k3ops.inventory import validate_inventory\n"
         "validate_inventory(__file__)\n")
     plain = tmp_path / "plain.py"
     plain.write_text('hosts = [("gpu-01", {"ssh_hostname": "192.0.2.1"})]\n')

@@ -14,8 +14,7 @@ def register(verbs) -> None:
 def run(args) -> int:
     from pyinfra.api.exceptions import InventoryError
 
-    from ..inventory import BadInput, load
-    from ..spec import defined_groups, inventory_errors
+    from ..inventory import BadInput, defined_groups, inventory_errors, load
 
     try:
         errors = inventory_errors(load(args.inventory), defined_groups(args.inventory))

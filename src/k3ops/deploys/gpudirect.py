@@ -14,27 +14,15 @@ from pyinfra.operations import files, server
 
 from ..facts.kernel import KernelModuleLoaded
 from ..facts.network import RdmaNics
+from ..hardware import kernel_supports_dmabuf
 from ..spec.host import GpuHostSpec
 
 PEERMEM_MODULE = "nvidia-peermem"
 PEERMEM_AT_BOOT = "/etc/modules-load.d/k3ops-nvidia-peermem.conf"
-DMABUF_MINIMUM_KERNEL = (5, 12)
-
-
-def gpudirect_mode(spec: GpuHostSpec, rdma_nics: list[str]) -> str:
-    """"peermem", "dmabuf" or "off": auto means nvidia-peermem where the host has RDMA NICs."""
-    if spec.gpudirect_rdma == "auto":
-        return "peermem" if rdma_nics else "off"
-    return spec.gpudirect_rdma
-
-
-def kernel_supports_dmabuf(release: str) -> bool:
-    major, minor = (int(part) for part in release.split(".")[:2])
-    return (major, minor) >= DMABUF_MINIMUM_KERNEL
 
 
 def gpudirect_rdma(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
-    mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
+    mode = spec.gpudirect_mode(host.get_fact(RdmaNics))
     if mode == "dmabuf" and not kernel_supports_dmabuf(kernel := host.get_fact(KernelVersion)):
         raise DeployError(f"{host.name}: gpudirect_rdma: 'dmabuf' needs Linux 5.12 or later; this host runs "
                           f"{kernel} (use 'peermem')")

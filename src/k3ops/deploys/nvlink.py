@@ -37,22 +37,15 @@ def imex_package(spec: GpuHostSpec) -> str:
     return "nvidia-imex" if spec.driver_branch >= 580 else f"nvidia-imex-{spec.driver_branch}"
 
 
-def fabric_manager_wanted(spec: GpuHostSpec, switches_on_pci: bool) -> bool:
-    """Data decides when it says on or off; auto: NVSwitches on PCI (Hopper) or on the board (NVLink 5
-    switch trays do not show on PCI)."""
-    if spec.fabric_manager != "auto":
-        return spec.fabric_manager == "on"
-    return switches_on_pci or spec.nvswitch_expected
-
-
 def wants_fabric_manager(spec: GpuHostSpec) -> bool:
-    """fabric_manager_wanted for this host; a Hopper baseboard whose NVSwitches do not show stops the deploy."""
+    """GpuHostSpec.fabric_manager_wanted for this host; a Hopper baseboard whose NVSwitches do not show stops the
+    deploy."""
     switches_on_pci = bool(host.get_fact(NvSwitches))
     if spec.fabric_manager == "auto" and spec.nvswitch_expected and not switches_on_pci \
             and spec.gpu_architecture == "Hopper":
         raise DeployError(f"{host.name}: hardware_profile {spec.hardware_profile!r} has NVSwitches but lspci shows "
                           "none; check the baseboard (or set fabric_manager) before deploying")
-    return fabric_manager_wanted(spec, switches_on_pci)
+    return spec.fabric_manager_wanted(switches_on_pci)
 
 
 def fabric_packages(spec: GpuHostSpec, fabric_manager: bool) -> list[str]:

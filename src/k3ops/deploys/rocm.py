@@ -11,6 +11,7 @@ from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule
 from ..facts.boot import KernelCommandLine
+from ..hardware import AMD_KERNEL_ARGUMENTS
 from ..operations import kernel, packages
 from ..spec import host_spec
 from ..spec.host import GpuHostSpec
@@ -24,9 +25,6 @@ PIN_FILE = "/etc/apt/preferences.d/k3ops-rocm"
 ROCM_PACKAGES = ["amdgpu-dkms", "rocm"]
 # The IOMMU in pass-through mode, so GPU peer traffic skips translation; the firmware's PCI resource
 # layout kept (no reallocation), which the GPUs' large BARs rely on. ROCm's validation suite checks both.
-AMD_KERNEL_ARGUMENTS = ("iommu=pt", "pci=realloc=off")
-
-
 def release_number(release: str) -> str:
     """AMD's packages carry the release as a number: 7.0.2 -> 70002, 6.4.1 -> 60401."""
     major, minor, patch = (int(part) for part in release.split("."))

@@ -16,8 +16,8 @@ from pyinfra.operations.util import any_changed
 from ..engines.recipes import Recipe, recipe
 from ..engines.units import engine_urls, unit_names, unit_variables
 from ..facts.engine import EngineState
+from ..fabric_gate import gate_refusal
 from ..facts.fabric_check import LastFabricCheck
-from ..nccl.results import gate_refusal
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..deploys.nvlink import fabric_manager_wanted
 from ..engines.recipes import RECIPES
 from ..engines.units import engine_urls
 from ..facts.amd import AmdgpuModule
@@ -214,7 +213,7 @@ def nvidia_services(host, specs: HostSpecs) -> CheckResult:
     """Fabric manager where the board needs it (and the fabric it configures), persistenced everywhere."""
     result = CheckResult()
     units = host.get_fact(UnitStates, units=[FABRIC_MANAGER_UNIT, PERSISTENCED_UNIT])
-    if fabric_manager_wanted(specs.gpu, bool(host.get_fact(NvSwitches))):
+    if specs.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
         fabric = prechecks.nvlink_fabric(host, specs.gpu)
         if not fabric.passed:
             journal = host.get_fact(UnitJournal, unit=FABRIC_MANAGER_UNIT, lines=JOURNAL_LINES)

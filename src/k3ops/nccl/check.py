@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ..fabric_gate import measured_driver
 from ..facts.amd import RocmVersion
 from ..facts.fabric_check import SshHostKey
 from ..facts.nvidia import NvidiaKernelModule
@@ -28,7 +29,7 @@ from ..spec.host import GpuHostSpec
 from ..spec.model import ModelHostSpec
 from . import launch, localize
 from .prechecks import Precheck, prechecks
-from .results import measured_driver, write_command
+from .results import write_command
 from .thresholds import COLLECTIVES, TestKind, threshold
 from .verdict import FabricRun, judge
 

@@ -11,15 +11,13 @@ from dataclasses import dataclass
 from pyinfra.facts.server import KernelVersion
 from pyinfra.facts.systemd import SystemdStatus
 
-from ..deploys.gpudirect import gpudirect_mode, kernel_supports_dmabuf
-from ..deploys.nvlink import fabric_manager_wanted
-from ..deploys.rocm import AMD_KERNEL_ARGUMENTS
 from ..facts.amd import AmdgpuModule, RocmGpus
 from ..facts.boot import KernelCommandLine
 from ..facts.fabric import AcsEnabledBridges, InfinibandActiveMtu, InfinibandPorts, NvidiaFabricState, XgmiLinks
 from ..facts.kernel import KernelModuleLoaded
 from ..facts.network import RdmaNics
 from ..facts.nvidia import FabricManager, NvidiaGpus, NvSwitches
+from ..hardware import AMD_KERNEL_ARGUMENTS, kernel_supports_dmabuf
 from ..onhost.layout import ENGINE_UNIT
 from ..spec.fabric import FabricCheckSpec
 from ..spec.host import GpuHostSpec
@@ -114,7 +112,7 @@ def port_problem(port: dict, rate_gbps: int) -> str | None:
 
 
 def gpudirect(host, spec: GpuHostSpec) -> Precheck:
-    mode = gpudirect_mode(spec, host.get_fact(RdmaNics))
+    mode = spec.gpudirect_mode(host.get_fact(RdmaNics))
     if mode == "peermem" and not host.get_fact(KernelModuleLoaded, module="nvidia-peermem"):
         return Precheck("gpudirect_rdma", ("nvidia-peermem is not loaded: NCCL's inter-host traffic would bounce "
                                            "through host memory (`modprobe nvidia-peermem`, or rerun the deploy)",))
@@ -130,7 +128,7 @@ def nvlink_fabric(host, spec: GpuHostSpec) -> Precheck:
     """Fabric manager running where it is wanted; on Blackwell (and GB300 trays) every GPU's fabric state
     Completed/Success, which NCCL needs before it can use NVLink at all."""
     problems = []
-    if fabric_manager_wanted(spec, bool(host.get_fact(NvSwitches))) and not host.get_fact(FabricManager)["active"]:
+    if spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches))) and not host.get_fact(FabricManager)["active"]:
         problems.append("nvidia-fabricmanager is not running")
     if spec.gpu_architecture == "Blackwell":
         problems += [f"GPU {gpu['gpu']}: fabric {gpu['state']}/{gpu['status']}"

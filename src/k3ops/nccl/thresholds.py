@@ -8,15 +8,8 @@ the lower of out-of-place and in-place.
 
 from __future__ import annotations
 
-from typing import Literal
+from ..spec.fabric import TestKind
 
-# The tests k3ops runs: all_reduce on one host (tensor parallel inside a node), and across an engine
-# cluster's hosts all_reduce (tensor/pipeline traffic) and alltoall (K3's expert-parallel dispatch).
-# host_nic_loopback: all_reduce on one host with peer access and shared memory off, so every byte goes out
-# through the host's NICs and back (Azure's "IB loopback"): a slow NIC shows without a second host.
-TestKind = Literal["host_all_reduce", "cluster_all_reduce", "cluster_alltoall", "host_nic_loopback"]
-TEST_KINDS: tuple[TestKind, ...] = ("host_all_reduce", "cluster_all_reduce", "cluster_alltoall",
-                                    "host_nic_loopback")
 COLLECTIVES: dict[TestKind, str] = {"host_all_reduce": "all_reduce", "cluster_all_reduce": "all_reduce",
                                     "cluster_alltoall": "alltoall", "host_nic_loopback": "all_reduce"}
 

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from ..onhost import layout
-from .forms import ssh_public_key
+from ..forms import ssh_public_key
 
 # An API key: one line of token characters (openssl rand -hex / -base64, uuid, sk-...), nothing a shell or
 # an environment file would read specially.

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..engines.recipes import RECIPES, RecipeError, arguments, recipe
 from ..onhost.layout import API_KEY_VARIABLES
-from .forms import ControllerPath, HttpUrl, IpAddress, environment, not_placeholder, plain, relative_path
+from ..forms import ControllerPath, HttpUrl, IpAddress, environment, not_placeholder, plain, relative_path
 
 DIGEST = r"^sha256:[0-9a-f]{64}$"
 SHA256 = r"^[0-9a-f]{64}$"

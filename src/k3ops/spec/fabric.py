@@ -11,13 +11,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..nccl.thresholds import TEST_KINDS
-from .forms import ControllerPath, environment
+from ..forms import ControllerPath, environment
 
 PACKAGE_VERSION = re.compile(r"^(?:\d+:)?[0-9][A-Za-z0-9.+~]*-[A-Za-z0-9.+~]+$")
 SETTING_NAME = re.compile(r"^(?:NCCL|RCCL|UCX|HSA|CUDA|NVIDIA|OMPI)_[A-Z0-9_]+$")
 INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
 GIB = 1024**3
+
+# The tests k3ops runs: all_reduce on one host (tensor parallel inside a node), and across an engine
+# cluster's hosts all_reduce (tensor/pipeline traffic) and alltoall (K3's expert-parallel dispatch).
+# host_nic_loopback: all_reduce on one host with peer access and shared memory off, so every byte goes out
+# through the host's NICs and back (Azure's "IB loopback"): a slow NIC shows without a second host.
+TestKind = Literal["host_all_reduce", "cluster_all_reduce", "cluster_alltoall", "host_nic_loopback"]
+TEST_KINDS: tuple[TestKind, ...] = ("host_all_reduce", "cluster_all_reduce", "cluster_alltoall",
+                                    "host_nic_loopback")
 
 
 class FabricCheckSpec(BaseModel):

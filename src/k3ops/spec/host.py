@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
 from ..onhost.layout import NCCL_USER, PEER_USER
-from .forms import PLAIN_HTTP_SETTING, http_url, https_unless_allowed
+from ..forms import PLAIN_HTTP_SETTING, http_url, https_unless_allowed
 
 DRIVER_VERSION = re.compile(r"^(?P<branch>\d{3})\.\d{2,3}(?:\.\d{2})?$")
 ROCM_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -257,6 +257,19 @@ class GpuHostSpec(BaseModel):
     @property
     def nvswitch_expected(self) -> bool:
         return self.board.nvswitch
+
+    def fabric_manager_wanted(self, switches_on_pci: bool) -> bool:
+        """Data decides when it says on or off; auto: NVSwitches on PCI (Hopper) or on the board (NVLink 5
+        switch trays do not show on PCI)."""
+        if self.fabric_manager != "auto":
+            return self.fabric_manager == "on"
+        return switches_on_pci or self.nvswitch_expected
+
+    def gpudirect_mode(self, rdma_nics: list[str]) -> str:
+        """"peermem", "dmabuf" or "off": auto means nvidia-peermem where the host has RDMA NICs."""
+        if self.gpudirect_rdma == "auto":
+            return "peermem" if rdma_nics else "off"
+        return self.gpudirect_rdma
 
     def repository(self, name: str) -> Repository:
         """A repository with the host's ROCm release filled into its URLs."""

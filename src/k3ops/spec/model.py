@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..onhost import layout
-from .forms import PLAIN_HTTP_SETTING, ControllerPath, PlainText, network_address, not_placeholder, trusted_url
+from ..forms import PLAIN_HTTP_SETTING, ControllerPath, PlainText, network_address, not_placeholder, trusted_url
 
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 REPO_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"

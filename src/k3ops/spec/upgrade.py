@@ -11,7 +11,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .forms import network_address, plain
+from ..forms import network_address, plain
 
 PLACEHOLDERS = ("{host}", "{address}")
 BRACED = re.compile(r"\{[^}]*\}")
