@@ -142,21 +142,36 @@ def targets(path: str | Path, limit: list[str] | None = None, data: dict | None 
 
 
 def selected(path: str | Path, limit: list[str] | None, data: dict | None = None) -> list:
-    """The inventory's hosts, their data validated before any is touched; `limit` (None: every host): names or
-    globs, each of which must match a host (a typo or an empty --limit is an error, not a silently smaller or
-    larger run); `data`: as `load`'s."""
-    if limit is not None and not (limit and all(pattern.strip() for pattern in limit)):
-        raise BadInput(f"--limit: {','.join(limit)!r} names no host; give host names or globs, or leave --limit out "
-                       "for every host")
+    """The inventory's hosts, their data validated before any is touched; `limit` (None: every host): what
+    pyinfra's --limit takes, host names, group names or globs of host names, each of which must match a host
+    (a typo or an empty --limit is an error, not a silently smaller or larger run), and each may list several
+    separated by commas; `data`: as `load`'s."""
+    patterns = None if limit is None else [part for item in limit for part in item.split(",")]
+    if patterns is not None and not (patterns and all(pattern.strip() for pattern in patterns)):
+        raise BadInput(f"--limit: {','.join(limit)!r} names no host; give host names, group names or globs, or "
+                       "leave --limit out for every host")
     inventory = load(path, data)
     errors = inventory_errors(inventory)
     if errors:
         raise InventoryError("invalid inventory data:\n  " + "\n  ".join(errors))
-    names = [host.name for host in inventory]
-    for pattern in limit or []:
-        if not any(fnmatch(name, pattern) for name in names):
+    chosen = set()
+    for pattern in patterns or []:
+        matches = limit_matches(inventory, pattern)
+        if not matches:
             raise BadInput(f"--limit: {pattern!r} matches no host of {path}")
-    return [host for host in inventory if limit is None or any(fnmatch(host.name, pattern) for pattern in limit)]
+        chosen |= matches
+    return [host for host in inventory if patterns is None or host.name in chosen]
+
+
+def limit_matches(inventory, pattern: str) -> set[str]:
+    """The names of the hosts one --limit pattern selects, as pyinfra's own --limit: a group's hosts, else the
+    hosts whose names match the glob."""
+    from pyinfra.api.exceptions import NoGroupError
+
+    try:
+        return {host.name for host in inventory.get_group(pattern)}
+    except NoGroupError:
+        return {host.name for host in inventory if fnmatch(host.name, pattern)}
 
 
 def _run_over_testinfra(test_host, command: str) -> tuple[bool, str, str]:

@@ -18,7 +18,8 @@ from k3ops.spec.model import ModelHostSpec
 
 def pytest_addoption(parser):
     parser.addoption("--inventory", help="pyinfra inventory file whose hosts to check")
-    parser.addoption("--limit", action="append", help="check only these hosts (names or globs, like pyinfra's)")
+    parser.addoption("--limit", action="append",
+                     help="check only these hosts: host names, group names or globs, as pyinfra's --limit")
     parser.addoption("--data", action="append", metavar="KEY=VALUE",
                      help="override every host's data, as `pyinfra --data` (a rollout's new driver version)")
 

@@ -127,3 +127,23 @@ def test_a_deploy_checks_host_keys_unless_the_inventory_opts_out(tmp_path):
 
     assert settings(plain) == {"gpu-01": "accept-new"}  # what pyinfra does on its own
     assert settings(inventory) == {"gpu-01": "yes", "lab-01": "no"}
+
+
+FLEET = ('hgx = [("gpu-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.1"}),\n'
+         '       ("gpu-02", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.2"})]\n'
+         'cpu = [("cpu-01", {"hardware_profile": "cpu", "ssh_hostname": "192.0.2.3"})]\n')
+
+
+@pytest.mark.parametrize("limit", [["hgx"], ["cpu-*"], ["gpu-02", "cpu"], ["gpu-0[12]"], ["hgx", "cpu-01"]])
+def test_limit_selects_what_pyinfras_own_limit_selects(tmp_path, limit):
+    """Every verb's --limit is pyinfra's: host names, group names, globs of host names (read by pyinfra's CLI's
+    own matcher here); a comma also separates them."""
+    from pyinfra_cli.cli import _get_inventory_pattern_matches
+
+    from k3ops.inventory import load, selected
+
+    path = tmp_path / "fleet.py"
+    path.write_text(FLEET)
+    pyinfras = {host.name for host in _get_inventory_pattern_matches(load(path), limit, "--limit")}
+    assert {host.name for host in selected(path, limit)} == pyinfras
+    assert {host.name for host in selected(path, [",".join(limit)])} == pyinfras

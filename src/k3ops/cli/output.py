@@ -16,10 +16,11 @@ def add_json_flag(parser) -> None:
 
 
 def add_limit_flag(parser, default: str) -> None:
-    """--limit as a list of names or globs, kept as given: an empty one reaches k3ops.inventory.selected, which
-    refuses it (argparse's own refusal would print the usage and exit 2, not the doctor's 3)."""
-    parser.add_argument("--limit", type=lambda text: text.split(","), metavar="HOSTS",
-                        help=f"comma-separated host names or globs (default: {default})")
+    """--limit as pyinfra's, kept as given: an empty one reaches k3ops.inventory.selected, which refuses it
+    (argparse's own refusal would print the usage and exit 2, not the doctor's 3)."""
+    parser.add_argument("--limit", action="append", metavar="HOSTS",
+                        help="host names, group names or globs of host names, as pyinfra's --limit; repeat it or "
+                             f"separate them with commas (default: {default})")
 
 
 def add_inventory_command(commands, name: str, handler, help_text: str, rows: bool = False):
