@@ -36,7 +36,7 @@ def file(path: str, content: str, owner: str = "root", mode: str = "600"):
     .. code:: python
 
         owned_files.file(path="/var/lib/k3ops/home/k3ops-nccl/.ssh/id_ed25519", content=key,
-                              owner="k3ops-nccl", mode="600")
+                         owner="k3ops-nccl", mode="600")
     """
 
     wanted = {"owner": owner, "group": owner, "mode": mode, "sha256": hashlib.sha256(content.encode()).hexdigest()}
