@@ -7,7 +7,10 @@ that as EOFError, which pyinfra does not expect and which would end the whole ru
 
 pyinfra also ends the run on any error raised while a host's deploy code runs (its facts are read then),
 so a top-level deploy is `watched`: a connection error there fails that host alone, as does an error
-that follows from the default facts pyinfra returns for a host it has already failed.
+that follows from the default facts pyinfra returns for a host it has already failed. The same holds
+while the operations run: pyinfra generates an operation's commands again then, reading facts anew after
+earlier operations changed the host, and an error there ends the whole run (pyinfra catches connection
+errors only around a command); `watched` makes such an error fail that host alone too.
 """
 
 from __future__ import annotations
@@ -48,13 +51,38 @@ def watch_connection(target) -> None:
         keep_alive(transport, ConnectionSpec.model_validate(target.data.dict()))
 
 
+def run_host_op_failing_alone(run_host_op):
+    """pyinfra's run of one operation on one host, where a connection lost while the operation reads its facts
+    fails that host (a False result, as for a failed command) instead of ending the run."""
+    @functools.wraps(run_host_op)
+    def run(state, current, op_hash):
+        try:
+            return run_host_op(state, current, op_hash)
+        except CONNECTION_ERRORS as error:
+            current.log_styled(f"Error: connection lost while an operation read its facts ({type(error).__name__}: "
+                               f"{error}); this host fails, the others go on", fg="red", log_func=logger.error)
+            return False
+    run.fails_alone = True
+    return run
+
+
+def fail_alone_while_operations_run() -> None:
+    """Put run_host_op_failing_alone in place of pyinfra's own, once per process."""
+    from pyinfra.api import operations
+
+    if not getattr(operations.run_host_op, "fails_alone", False):
+        operations.run_host_op = run_host_op_failing_alone(operations.run_host_op)
+
+
 def watched(deploy_function):
-    """A top-level deploy whose host, lost while its deploy code runs, fails alone and the others go on."""
+    """A top-level deploy whose host, lost while its deploy code or its operations run, fails alone and the
+    others go on."""
     @functools.wraps(deploy_function)
     def run(*args, **kwargs):
         current = host._get_module()  # the host itself, not pyinfra's context proxy
         if current in current.state.failed_hosts:
             return None  # lost already (in an earlier deploy of this run): nothing more to ask it
+        fail_alone_while_operations_run()
         watch_connection(current)
         try:
             return deploy_function(*args, **kwargs)

@@ -1,15 +1,18 @@
-"""A top-level deploy whose host is lost while its deploy code runs fails that host alone: the run's other
-hosts go on; an error on a host still answering still stops the run, as pyinfra would."""
+"""A top-level deploy whose host is lost while its deploy code or its operations run fails that host alone:
+the run's other hosts go on; an error on a host still answering still stops the run, as pyinfra would."""
 
 import socket
 
 import pytest
-from pyinfra.api import Config, Inventory, State
+from pyinfra import host
+from pyinfra.api import Config, Inventory, State, operation
+from pyinfra.api import operations as pyinfra_operations
 from pyinfra.api.exceptions import DeployError
+from pyinfra.api.operation import add_op
 from pyinfra.context import ctx_host, ctx_state
 
 from k3ops.spec.connection import ConnectionSpec
-from k3ops.ssh_liveness import keep_alive, watched
+from k3ops.ssh_liveness import fail_alone_while_operations_run, keep_alive, watched
 
 
 @pytest.fixture
@@ -59,6 +62,26 @@ def test_a_host_lost_in_an_earlier_deploy_is_not_asked_again(fleet):
     state.fail_hosts({lost})
     asked = []
     assert run_on(lost, lambda: asked.append(True)) is None and asked == []
+
+
+@operation()
+def reads_its_facts_again():
+    """As pyinfra's operations do when they run: their commands are made again, from facts read anew."""
+    if host.state.is_executing and host.name == "gpu-01":
+        raise EOFError()  # paramiko, asked for a channel on a transport that died
+    host.noop("nothing to change")
+    yield from ()
+
+
+def test_a_host_lost_while_an_operation_reads_its_facts_fails_alone(fleet, monkeypatch):
+    state, lost = fleet
+    monkeypatch.setattr(pyinfra_operations, "run_host_op", pyinfra_operations.run_host_op)  # undone after
+    for member in state.inventory:
+        member.connected = True  # nothing is run on them: the operation has no command
+    fail_alone_while_operations_run()
+    add_op(state, reads_its_facts_again)
+    pyinfra_operations.run_ops(state)
+    assert state.failed_hosts == {lost} and [h.name for h in state.active_hosts] == ["gpu-02"]
 
 
 class Transport:
