@@ -1,5 +1,6 @@
 """Shared test helpers: where the real captured tool outputs live."""
 
+import os
 from pathlib import Path
 
 # pyinfra's CLI monkey-patches the process for gevent as it is imported; an import after some test has
@@ -27,8 +28,9 @@ def fleet_public_key(directory: Path, comment: str = "k3ops-peers") -> str:
 
 
 # Each module's wall time (its lab's start and end included), printed after every run: CI's log shows where its
-# budget goes.
+# budget goes. The table's file is this run's alone: pytest runs that tests start (host checks) do not add to it.
 _module_times: dict[str, list[float]] = {}
+_times_file = os.environ.pop("K3OPS_MODULE_TIMES", None)
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -46,8 +48,6 @@ def pytest_runtest_logfinish(nodeid, location):
 def pytest_terminal_summary(terminalreporter):
     """The table after the run; with K3OPS_MODULE_TIMES set, its rows are also added to that file, from which
     scripts/test prints one table of all its runs."""
-    import os
-
     if not _module_times:
         return
     rows = [f"{end - start:8.1f} s  {module}"
@@ -56,6 +56,6 @@ def pytest_terminal_summary(terminalreporter):
     for row in rows:
         terminalreporter.write_line(row)
     terminalreporter.write_line(f"{sum(end - start for start, end in _module_times.values()):8.1f} s  in all")
-    if os.environ.get("K3OPS_MODULE_TIMES"):
-        with open(os.environ["K3OPS_MODULE_TIMES"], "a") as table:
+    if _times_file:
+        with open(_times_file, "a") as table:
             table.write("".join(f"{row}\n" for row in rows))
