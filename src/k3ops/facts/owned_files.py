@@ -12,6 +12,17 @@ STAT_LINE = re.compile(r"^(?P<owner>\S+) (?P<group>\S+) (?P<mode>[0-7]+)$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def unless_a_link(kind: str, path: str, *then) -> StringCommand:
+    """`then`, when `path` is a `kind` (`-f` a regular file, `-d` a directory) and not a link to one; the fact
+    says what it found in its output, never by failing."""
+    return StringCommand("if", "[", kind, QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "];",
+                         "then", *then, ";", "fi", ";", "true")
+
+
+def stat_line(path: str) -> list:
+    return ["stat", "-c", QuoteString("%U %G %a"), "--", QuoteString(path)]
+
+
 class OwnedFile(FactBase[dict | None]):
     """
     Returns a regular file's owner, group, mode and sha256; ``None`` when there is none, or a link or
@@ -25,9 +36,7 @@ class OwnedFile(FactBase[dict | None]):
     @override
     def command(self, path: str):
         # stat, like [ -L ], does not follow a link; the digest is read only of a regular file.
-        return StringCommand("if", "[", "-f", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "];",
-                             "then", "stat", "-c", QuoteString("%U %G %a"), "--", QuoteString(path), "&&",
-                             "sha256sum", "<", QuoteString(path), ";", "fi")
+        return unless_a_link("-f", path, *stat_line(path), "&&", "sha256sum", "<", QuoteString(path))
 
     @override
     def process(self, output):
@@ -51,8 +60,7 @@ class OwnedDirectory(FactBase[dict | None]):
 
     @override
     def command(self, path: str):
-        return StringCommand("if", "[", "-d", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "];",
-                             "then", "stat", "-c", QuoteString("%U %G %a"), "--", QuoteString(path), ";", "fi")
+        return unless_a_link("-d", path, *stat_line(path))
 
     @override
     def process(self, output):
@@ -67,9 +75,8 @@ class PrivateDirectory(FactBase[bool]):
 
     @override
     def command(self, path: str):
-        return StringCommand("if", "[", "-d", QuoteString(path), "]", "&&", "!", "[", "-L", QuoteString(path), "]", "&&",
-                             "[", "-O", QuoteString(path), "]", "&&", "[", "\"$(stat -c %a", QuoteString(path), ")\"",
-                             "=", "700", "];", "then", "echo", "private;", "fi")
+        return unless_a_link("-d", path, "[", "-O", QuoteString(path), "]", "&&", "[", "\"$(stat -c %a",
+                             QuoteString(path), ")\"", "=", "700", "]", "&&", "echo", "private")
 
     @override
     def process(self, output):
