@@ -8,7 +8,7 @@ from k3ops.deploys import TEMPLATES
 from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import unit_names, unit_variables
 from k3ops.onhost import layout
-from k3ops.spec.engine import EngineSpec
+from k3ops.settings.engine import EngineSpec
 
 DIGEST = "sha256:" + "b" * 64
 MODEL_DIR = "/srv/k3ops/models/kimi-k3"

@@ -7,7 +7,7 @@ reads that record back (the LastFabricCheck fact) and compares it with the drive
 
 from __future__ import annotations
 
-from .spec.host import GpuHostSpec
+from .settings.host import GpuHostSpec
 
 CHECK_COMMAND = "k3ops nccl check INVENTORY --limit {members}"
 OVERRIDE = "--data nccl_gate=off"

@@ -2,7 +2,7 @@
 deploy (host checks, status commands).
 
 An inventory file ends with `validate_inventory(__file__)`: pyinfra's own loader builds the inventory
-(group_data included) and every host's data is checked against every spec (k3ops.spec), so bad data stops
+(group_data included) and every host's data is checked against every spec (k3ops.settings), so bad data stops
 `pyinfra INVENTORY DEPLOY` with one message naming each host and field, before any connection. The
 file's own groups are read too, for what pyinfra's merge would hide: a host defined twice.
 """
@@ -24,9 +24,9 @@ import pyinfra_cli.inventory  # noqa: F401
 from pyinfra.api.exceptions import InventoryError
 
 from .facts.reader import read_fact
-from .spec import host_errors
-from .spec.connection import ConnectionSpec
-from .spec.engine import EngineHostSpec, cluster_errors
+from .settings import host_errors
+from .settings.connection import ConnectionSpec
+from .settings.engine import EngineHostSpec, cluster_errors
 from .ssh_liveness import keep_alive
 
 DEFAULT_SSH_PORT = 22

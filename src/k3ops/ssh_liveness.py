@@ -22,7 +22,7 @@ import socket
 from paramiko import SSHException
 from pyinfra import host
 
-from .spec.connection import ConnectionSpec
+from .settings.connection import ConnectionSpec
 
 CONNECTION_ERRORS = (OSError, EOFError, SSHException)
 logger = logging.getLogger("pyinfra")

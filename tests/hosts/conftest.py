@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from k3ops.inventory import testinfra_hosts
-from k3ops.spec.engine import EngineHostSpec, node_rank
-from k3ops.spec.host import GpuHostSpec
-from k3ops.spec.model import ModelHostSpec
+from k3ops.settings.engine import EngineHostSpec, node_rank
+from k3ops.settings.host import GpuHostSpec
+from k3ops.settings.model import ModelHostSpec
 
 
 def pytest_addoption(parser):

@@ -6,7 +6,7 @@ from k3ops.deploys.nccl_tests import MEMLOCK_LIMITS, NCCL_TESTS_PACKAGES
 from k3ops.facts.apt import AptHeldPackages
 from k3ops.nccl.launch import TEST_BINARIES
 from k3ops.onhost import layout
-from k3ops.spec.fabric import FabricCheckSpec
+from k3ops.settings.fabric import FabricCheckSpec
 
 MPI_USER = layout.NCCL_USER
 

@@ -14,7 +14,7 @@ from k3ops.facts.network import RdmaNics
 from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
 from k3ops.hardware import kernel_supports_dmabuf
-from k3ops.spec.model import ModelHostSpec
+from k3ops.settings.model import ModelHostSpec
 
 pytestmark = pytest.mark.applies_to("nvidia")
 

@@ -26,7 +26,7 @@ from k3ops.engines.units import engine_urls
 from k3ops.inventory import load
 from k3ops.lab import state
 from k3ops.onhost.layout import MAINTENANCE_MARKER
-from k3ops.spec.engine import EngineHostSpec
+from k3ops.settings.engine import EngineHostSpec
 
 from ..conftest import REPO_ROOT
 from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra

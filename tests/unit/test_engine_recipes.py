@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from k3ops.engines.recipes import RECIPES, RecipeError, command_line, recipe
-from k3ops.spec import host_errors
+from k3ops.settings import host_errors
 
 VALUES = {"model_path": "/srv/k3ops/models/kimi-k3/current", "served_name": "kimi-k3", "host": "127.0.0.1",
           "port": "8000", "node_rank": "0", "head_address": "10.0.0.1"}

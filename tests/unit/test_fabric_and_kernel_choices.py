@@ -6,7 +6,7 @@ import pytest
 from k3ops.deploys.base import kernel_headers
 from k3ops.hardware import kernel_supports_dmabuf
 from k3ops.deploys.nvlink import fabric_packages
-from k3ops.spec.host import GpuHostSpec
+from k3ops.settings.host import GpuHostSpec
 
 H200, B300, GB300 = ({"hardware_profile": profile} for profile in ("h200x8", "b300x8", "gb300x4"))
 

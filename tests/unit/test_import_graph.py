@@ -77,7 +77,7 @@ def test_the_graph_reader_sees_a_circle():
 
 def test_the_reader_finds_the_imports_it_must():
     graph = import_graph()
-    assert {"spec", "facts", "operations"} <= graph["deploys"] and "spec" in graph["inventory"]
+    assert {"settings", "facts", "operations"} <= graph["deploys"] and "settings" in graph["inventory"]
 
 
 def test_no_packages_import_each_other():

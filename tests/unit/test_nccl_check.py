@@ -10,11 +10,11 @@ from k3ops.nccl import launch
 from k3ops.nccl.localize import localize
 from k3ops.fabric_gate import gate_refusal
 from k3ops.nccl.thresholds import PUBLISHED, threshold
-from k3ops.spec.fabric import TEST_KINDS
+from k3ops.settings.fabric import TEST_KINDS
 from k3ops.nccl.verdict import FabricRun, judge
-from k3ops.spec import host_errors
-from k3ops.spec.fabric import FabricCheckSpec
-from k3ops.spec.host import GpuHostSpec
+from k3ops.settings import host_errors
+from k3ops.settings.fabric import FabricCheckSpec
+from k3ops.settings.host import GpuHostSpec
 
 from ..conftest import real_output
 

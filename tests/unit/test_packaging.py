@@ -76,7 +76,7 @@ def test_deploys_find_their_templates_in_the_installed_package(installed):
               "from k3ops.deploys import TEMPLATES\n"
               "from k3ops.engines.recipes import RECIPES\n"
               "from k3ops.engines.units import unit_variables\n"
-              "from k3ops.spec.engine import EngineSpec\n"
+              "from k3ops.settings.engine import EngineSpec\n"
               "engine = EngineSpec(recipe='vllm-b300x8', image_digest='sha256:' + 'b' * 64)\n"
               "values = unit_variables(found=RECIPES['vllm-b300x8'], engine=engine, served_name='kimi-k3',\n"
               "                        model_dir='/srv/k3ops/models/kimi-k3', cache_path='/srv/k3ops/models',\n"

@@ -11,7 +11,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.operation import add_op
 from pyinfra.context import ctx_host, ctx_state
 
-from k3ops.spec.connection import ConnectionSpec
+from k3ops.settings.connection import ConnectionSpec
 from k3ops.ssh_liveness import fail_alone_while_operations_run, keep_alive, watched
 
 

@@ -8,8 +8,8 @@ from ..facts.checkpoint import ModelCheckpoints
 from ..onhost import layout
 from ..doctor.runbooks import runbooks
 from ..remote import CommandFailed, on_hosts
-from ..spec.host import GpuHostSpec
-from ..spec.model import ModelHostSpec
+from ..settings.host import GpuHostSpec
+from ..settings.model import ModelHostSpec
 from .output import add_inventory_command, print_messages, print_results
 
 CORRUPT_RUNBOOK = "checkpoint-corrupt"

@@ -6,7 +6,7 @@ import json
 
 from ..facts.fabric_check import LastFabricCheck
 from ..remote import on_hosts
-from ..spec.host import GpuHostSpec
+from ..settings.host import GpuHostSpec
 from .output import add_inventory_command, add_limit_flag, print_results, table
 
 GIB = 1024**3

@@ -8,8 +8,8 @@ from ..engines.units import engine_urls
 from ..facts.engine import EngineMetrics, EngineState
 from ..onhost import layout
 from ..remote import on_hosts
-from ..spec.engine import EngineHostSpec
-from ..spec.model import ModelHostSpec
+from ..settings.engine import EngineHostSpec
+from ..settings.model import ModelHostSpec
 from .output import add_inventory_command, print_messages, print_results
 
 

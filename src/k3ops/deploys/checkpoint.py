@@ -25,8 +25,8 @@ from ..onhost import layout
 from ..onhost.layout import PEER_USER
 from ..operations import checkpoint as checkpoint_operations
 from ..operations import owned_files
-from ..spec import host_spec, model_host_spec
-from ..spec.model import ModelHostSpec
+from ..settings import host_spec, model_host_spec
+from ..settings.model import ModelHostSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
 from .onhost import onhost_command, onhost_package

@@ -8,7 +8,7 @@ from pyinfra.operations import apt, systemd
 from pyinfra.operations.util import any_changed
 
 from ..operations import packages
-from ..spec import host_spec
+from ..settings import host_spec
 from .repositories import signed_repository
 
 # apparmor is only a Recommends of both, but Debian's kernel enables AppArmor, and there dockerd refuses to start

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyinfra.api import DeployError
 
-from ..spec.controller import ControllerFileError, fleet_public_key
+from ..settings.controller import ControllerFileError, fleet_public_key
 
 KEY_LOCK = threading.Lock()
 

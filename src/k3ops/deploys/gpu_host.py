@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 
-from ..spec import host_spec
+from ..settings import host_spec
 from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime

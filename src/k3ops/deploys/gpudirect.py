@@ -15,7 +15,7 @@ from pyinfra.operations import files, server
 from ..facts.kernel import KernelModuleLoaded
 from ..facts.network import RdmaNics
 from ..hardware import kernel_supports_dmabuf
-from ..spec.host import GpuHostSpec
+from ..settings.host import GpuHostSpec
 
 PEERMEM_MODULE = "nvidia-peermem"
 PEERMEM_AT_BOOT = "/etc/modules-load.d/k3ops-nvidia-peermem.conf"

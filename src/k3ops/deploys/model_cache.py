@@ -8,7 +8,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, files
 
 from ..operations import storage
-from ..spec import host_spec, model_host_spec
+from ..settings import host_spec, model_host_spec
 from .users import system_user
 
 VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how a rerun knows the volume is ours

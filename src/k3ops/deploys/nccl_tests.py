@@ -15,8 +15,8 @@ from ..escape import authorized_keys_line
 from ..facts.network import RdmaNics
 from ..onhost import layout
 from ..operations import owned_files, packages
-from ..spec import host_spec, model_host_spec
-from ..spec.fabric import FabricCheckSpec
+from ..settings import host_spec, model_host_spec
+from ..settings.fabric import FabricCheckSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
 from .repositories import signed_repository

@@ -18,8 +18,8 @@ from ..facts.nvidia import NvidiaKernelModule
 from ..onhost.layout import ENGINE_UNIT
 from ..operations import packages
 from ..operations import nvidia as nvidia_operations
-from ..spec import host_spec
-from ..spec.host import GpuHostSpec
+from ..settings import host_spec
+from ..settings.host import GpuHostSpec
 from . import TEMPLATES
 from .gpudirect import gpudirect_rdma
 from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager

@@ -17,8 +17,8 @@ from pyinfra.operations import apt, files, systemd
 from ..escape import imex_nodes_file
 from ..facts.nvidia import FabricManager, NvSwitches
 from ..operations import packages
-from ..spec import model_host_spec
-from ..spec.host import GpuHostSpec
+from ..settings import model_host_spec
+from ..settings.host import GpuHostSpec
 from . import fleet
 
 FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"

@@ -12,7 +12,7 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand
 from pyinfra.operations import python, server
 
-from ..spec.host import GpuHostSpec
+from ..settings.host import GpuHostSpec
 from ..ssh_liveness import watch_connection
 
 LOCAL_ROUTE = ["/32", "host", "LOCAL"]  # /proc/net/fib_trie's line under each address of this machine's

@@ -6,7 +6,7 @@ from io import StringIO
 
 from pyinfra.operations import files
 
-from ..spec.host import Repository
+from ..settings.host import Repository
 
 KEYRING_DIR = "/etc/apt/keyrings"
 

@@ -13,8 +13,8 @@ from ..facts.amd import AmdgpuModule
 from ..facts.boot import KernelCommandLine
 from ..hardware import AMD_KERNEL_ARGUMENTS
 from ..operations import kernel, packages
-from ..spec import host_spec
-from ..spec.host import GpuHostSpec
+from ..settings import host_spec
+from ..settings.host import GpuHostSpec
 from . import TEMPLATES
 from .reboot import reboot_if_needed
 from .secure_boot import refuse_unsigned_modules

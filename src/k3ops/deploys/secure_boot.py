@@ -6,7 +6,7 @@ from pyinfra import host
 from pyinfra.api.exceptions import DeployError
 
 from ..facts.boot import SecureBoot
-from ..spec.host import GpuHostSpec
+from ..settings.host import GpuHostSpec
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD (amdgpu)"}
 

@@ -22,10 +22,10 @@ from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..operations import owned_files
-from ..spec import host_spec, model_host_spec
-from ..spec.controller import ControllerFileError, read_api_key
-from ..spec.engine import EngineHostSpec, EngineSpec, cluster_members
-from ..spec.fabric import FabricCheckSpec
+from ..settings import host_spec, model_host_spec
+from ..settings.controller import ControllerFileError, read_api_key
+from ..settings.engine import EngineHostSpec, EngineSpec, cluster_members
+from ..settings.fabric import FabricCheckSpec
 from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package

@@ -27,11 +27,11 @@ from ..facts.units import UnitStates
 from ..nccl import prechecks
 from ..onhost import watchdog
 from ..onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE
-from ..spec.doctor import DoctorSpec
-from ..spec.engine import EngineHostSpec, cluster_members, node_rank
-from ..spec.fabric import FabricCheckSpec
-from ..spec.host import GpuHostSpec
-from ..spec.model import ModelHostSpec
+from ..settings.doctor import DoctorSpec
+from ..settings.engine import EngineHostSpec, cluster_members, node_rank
+from ..settings.fabric import FabricCheckSpec
+from ..settings.host import GpuHostSpec
+from ..settings.model import ModelHostSpec
 from . import log_patterns, xids
 from .findings import Finding
 

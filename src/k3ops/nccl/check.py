@@ -23,10 +23,10 @@ from ..onhost import layout
 from ..remote import CommandFailed, RemoteHost
 from ..facts.reader import FactError
 from ..owned_files import replace_with
-from ..spec.engine import EngineHostSpec
-from ..spec.fabric import FabricCheckSpec
-from ..spec.host import GpuHostSpec
-from ..spec.model import ModelHostSpec
+from ..settings.engine import EngineHostSpec
+from ..settings.fabric import FabricCheckSpec
+from ..settings.host import GpuHostSpec
+from ..settings.model import ModelHostSpec
 from . import launch, localize
 from .prechecks import Precheck, prechecks
 from .results import write_command

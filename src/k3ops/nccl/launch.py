@@ -11,7 +11,7 @@ import shlex
 
 from ..escape import SSH_PORT, known_hosts_line
 from ..onhost import layout
-from ..spec.fabric import FabricCheckSpec
+from ..settings.fabric import FabricCheckSpec
 
 TEST_BINARIES = {"nvidia": "/usr/bin", "amd": "/opt/rocm/bin"}  # nccl-tests' and rccl-tests' packages
 SIZES_BELOW_TARGET = 3  # rows at 1/8, 1/4 and 1/2 of the target size show the curve up to it

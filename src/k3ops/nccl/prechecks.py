@@ -19,8 +19,8 @@ from ..facts.network import RdmaNics
 from ..facts.nvidia import FabricManager, NvidiaGpus, NvSwitches
 from ..hardware import AMD_KERNEL_ARGUMENTS, kernel_supports_dmabuf
 from ..onhost.layout import ENGINE_UNIT
-from ..spec.fabric import FabricCheckSpec
-from ..spec.host import GpuHostSpec
+from ..settings.fabric import FabricCheckSpec
+from ..settings.host import GpuHostSpec
 
 # Kernel arguments that put an IOMMU in translating mode; iommu=pt keeps it out of the GPUs' and NICs' way.
 IOMMU_TRANSLATING = ("intel_iommu=on", "amd_iommu=on", "iommu=force", "iommu.passthrough=0")

@@ -8,7 +8,7 @@ the lower of out-of-place and in-place.
 
 from __future__ import annotations
 
-from ..spec.fabric import TestKind
+from ..settings.fabric import TestKind
 
 COLLECTIVES: dict[TestKind, str] = {"host_all_reduce": "all_reduce", "cluster_all_reduce": "all_reduce",
                                     "cluster_alltoall": "alltoall", "host_nic_loopback": "all_reduce"}

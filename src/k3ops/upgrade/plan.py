@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..spec.engine import EngineHostSpec, cluster_members
+from ..settings.engine import EngineHostSpec, cluster_members
 
 MAX_UNAVAILABLE = re.compile(r"^(?P<count>\d+)(?P<percent>%?)$")
 

@@ -19,9 +19,9 @@ from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
-from ..spec.engine import EngineHostSpec, node_rank
-from ..spec.host import DRIVER_VERSION, GpuHostSpec
-from ..spec.upgrade import UpgradeSpec
+from ..settings.engine import EngineHostSpec, node_rank
+from ..settings.host import DRIVER_VERSION, GpuHostSpec
+from ..settings.upgrade import UpgradeSpec
 from . import plan, steps
 from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
                      exclusive, inventory_digest, record_path)

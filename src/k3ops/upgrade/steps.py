@@ -29,11 +29,11 @@ from ..inventory import SshTarget, selected
 from ..nccl.check import run_check
 from ..onhost import layout
 from ..remote import on_targets
-from ..spec.doctor import DoctorSpec
-from ..spec.engine import EngineHostSpec, node_rank
-from ..spec.host import GpuHostSpec
-from ..spec.model import ModelHostSpec
-from ..spec.upgrade import UpgradeSpec
+from ..settings.doctor import DoctorSpec
+from ..settings.engine import EngineHostSpec, node_rank
+from ..settings.host import GpuHostSpec
+from ..settings.model import ModelHostSpec
+from ..settings.upgrade import UpgradeSpec
 from .record import MARKER_BY, Rollout, now
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"

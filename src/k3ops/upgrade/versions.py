@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import urllib.request
 
-from ..spec.host import Repository
+from ..settings.host import Repository
 
 INDEX_TIMEOUT_SECONDS = 30
 

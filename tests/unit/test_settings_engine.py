@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from k3ops.spec import host_errors
-from k3ops.spec.engine import EngineSpec
+from k3ops.settings import host_errors
+from k3ops.settings.engine import EngineSpec
 
 B300 = {"hardware_profile": "b300x8"}
 CPU = {"hardware_profile": "cpu"}

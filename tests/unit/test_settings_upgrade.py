@@ -4,7 +4,7 @@ with a validated name or address."""
 import pytest
 from pydantic import ValidationError
 
-from k3ops.spec.upgrade import UpgradeSpec
+from k3ops.settings.upgrade import UpgradeSpec
 from k3ops.upgrade.rollout import rollback_version
 
 

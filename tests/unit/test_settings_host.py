@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from k3ops.hardware import CUDA_BY_DRIVER_BRANCH
 from k3ops.lab.sim.host import CUDA_VERSION_BY_BRANCH
-from k3ops.spec import host_errors
-from k3ops.spec.host import GpuHostSpec
+from k3ops.settings import host_errors
+from k3ops.settings.host import GpuHostSpec
 
 H200 = {"hardware_profile": "h200x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA H200", "gpu_count": 8}
 MI355X = {"hardware_profile": "mi355x8", "gpu_vendor": "amd", "gpu_model": "AMD Instinct MI355X", "gpu_count": 8}
@@ -170,7 +170,7 @@ def test_pyinfra_stops_on_bad_group_data_before_connecting(tmp_path):
 
 
 def test_readme_documents_every_host_setting():
-    from k3ops.spec import settings_table
+    from k3ops.settings import settings_table
 
     from ..conftest import REPO_ROOT
 

@@ -3,8 +3,8 @@
 import pytest
 
 from k3ops.deploys.checkpoint import fan_out_sources
-from k3ops.spec import host_errors
-from k3ops.spec.model import ModelHostSpec
+from k3ops.settings import host_errors
+from k3ops.settings.model import ModelHostSpec
 
 CPU = {"hardware_profile": "cpu", "gpu_count": 0}
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
