@@ -24,9 +24,8 @@ import pyinfra_cli.inventory  # noqa: F401
 from pyinfra.api.exceptions import InventoryError
 
 from .facts.reader import read_fact
-from .settings import host_errors
-from .settings.connection import ConnectionSpec
-from .settings.engine import EngineHostSpec, cluster_errors
+from .settings import host_errors, host_settings, settings_of
+from .settings.engine import cluster_errors
 from .ssh_liveness import keep_alive
 
 DEFAULT_SSH_PORT = 22
@@ -133,7 +132,7 @@ class SshTarget:
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         client.connect(self.address, port=self.port, username=self.user, key_filename=self.key,
                        timeout=CONNECT_TIMEOUT_SECONDS)
-        keep_alive(client.get_transport(), ConnectionSpec.model_validate(self.data))
+        keep_alive(client.get_transport(), settings_of(self.data).connection)
         return client
 
 
@@ -213,7 +212,7 @@ def inventory_errors(inventory, groups: dict | None = None) -> list[str]:
         found = host_errors(host.name, host.data.dict())
         errors += found
         if not found:
-            valid.append((host.name, EngineHostSpec.model_validate(host.data.dict()).engine))
+            valid.append((host.name, host_settings(host).engine.engine))
     return (errors + definition_errors(groups or {}) + address_errors(inventory)
             + cluster_errors([(name, engine) for name, engine in valid if engine is not None]))
 

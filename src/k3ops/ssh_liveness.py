@@ -22,6 +22,7 @@ import socket
 from paramiko import SSHException
 from pyinfra import host
 
+from .settings import host_settings
 from .settings.connection import ConnectionSpec
 
 CONNECTION_ERRORS = (OSError, EOFError, SSHException)
@@ -48,7 +49,7 @@ def watch_connection(target) -> None:
     client = getattr(target.connector, "client", None) if isinstance(target.connector, SSHConnector) else None
     transport = client.get_transport() if client is not None else None
     if transport is not None:
-        keep_alive(transport, ConnectionSpec.model_validate(target.data.dict()))
+        keep_alive(transport, host_settings(target).connection)
 
 
 def run_host_op_failing_alone(run_host_op):

@@ -11,9 +11,7 @@ from __future__ import annotations
 import pytest
 
 from k3ops.inventory import testinfra_hosts
-from k3ops.settings.engine import EngineHostSpec, node_rank
-from k3ops.settings.host import GpuHostSpec
-from k3ops.settings.model import ModelHostSpec
+from k3ops.settings import node_rank, settings_of
 
 
 def pytest_addoption(parser):
@@ -50,7 +48,7 @@ def _hosts(config):
         everyone = [(host.inventory_name, host.inventory_data) for host in hosts]
         for host in hosts:
             host.node_rank = node_rank(host.inventory_name, everyone)
-        cache = config._k3ops_hosts = [(host, GpuHostSpec.model_validate(host.inventory_data)) for host in hosts]
+        cache = config._k3ops_hosts = [(host, settings_of(host.inventory_data).gpu) for host in hosts]
     return cache
 
 
@@ -63,8 +61,8 @@ def pytest_generate_tests(metafunc):
     selected = [(host, spec) for host, spec in _hosts(metafunc.config)
                 if (vendors is None or spec.gpu_vendor in vendors.args)
                 and (role is None or role.args[0] == ("head" if host.node_rank == 0 else "worker"))]
-    for name, read in (("engine", lambda data: EngineHostSpec.model_validate(data).engine),
-                       ("model", lambda data: ModelHostSpec.model_validate(data))):
+    for name, read in (("engine", lambda data: settings_of(data).engine.engine),
+                       ("model", lambda data: settings_of(data).model)):
         if name in metafunc.fixturenames:
             cases = [(host, spec, read(host.inventory_data)) for host, spec in selected]
             cases = [case for case in cases if case[2] is not None and getattr(case[2], "model", True) is not None]

@@ -6,14 +6,14 @@ from k3ops.deploys.nccl_tests import MEMLOCK_LIMITS, NCCL_TESTS_PACKAGES
 from k3ops.facts.apt import AptHeldPackages
 from k3ops.nccl.launch import TEST_BINARIES
 from k3ops.onhost import layout
-from k3ops.settings.fabric import FabricCheckSpec
+from k3ops.settings import settings_of
 
 MPI_USER = layout.NCCL_USER
 
 
 @pytest.mark.applies_to("nvidia")
 def test_nccl_tests_are_at_the_pinned_version_and_held_with_nccl(host, spec):
-    wanted = FabricCheckSpec.model_validate(host.inventory_data).nccl_tests_version
+    wanted = settings_of(host.inventory_data).fabric.nccl_tests_version
     assert host.package("nccl-tests").version == wanted
     assert set(NCCL_TESTS_PACKAGES) <= set(host.get_fact(AptHeldPackages))
 

@@ -14,7 +14,7 @@ from k3ops.facts.network import RdmaNics
 from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
 from k3ops.hardware import kernel_supports_dmabuf
-from k3ops.settings.model import ModelHostSpec
+from k3ops.settings import settings_of
 
 pytestmark = pytest.mark.applies_to("nvidia")
 
@@ -81,7 +81,7 @@ def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
     assert installed == package_version(spec)
     assert host.service(IMEX_SERVICE).is_running and host.service(IMEX_SERVICE).is_enabled
     nodes = host.file(IMEX_NODES_FILE).content_string.split()
-    assert ModelHostSpec.model_validate(host.inventory_data).address_for_peers(host.inventory_name) in nodes
+    assert settings_of(host.inventory_data).model.address_for_peers(host.inventory_name) in nodes
 
 
 def test_gpudirect_rdma_reaches_the_nics(host, spec):

@@ -26,7 +26,7 @@ from k3ops.engines.units import engine_urls
 from k3ops.inventory import load
 from k3ops.lab import state
 from k3ops.onhost.layout import MAINTENANCE_MARKER
-from k3ops.settings.engine import EngineHostSpec
+from k3ops.settings import host_settings
 
 from ..conftest import REPO_ROOT
 from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra
@@ -82,7 +82,7 @@ def driver(host: str) -> str:
 
 
 def chat_urls(inventory: str) -> dict[str, str]:
-    return {host.name: engine_urls(EngineHostSpec.model_validate(host.data.dict()).engine)["chat_url"]
+    return {host.name: engine_urls(host_settings(host).engine.engine)["chat_url"]
             for host in load(inventory)}
 
 

@@ -5,7 +5,7 @@ contacted)."""
 import subprocess
 import sys
 
-from k3ops.settings.engine import cluster_members, node_rank
+from k3ops.settings import cluster_members, node_rank
 
 from ..conftest import REPO_ROOT
 

@@ -8,8 +8,7 @@ from ..facts.checkpoint import ModelCheckpoints
 from ..onhost import layout
 from ..doctor.runbooks import runbooks
 from ..remote import CommandFailed, on_hosts
-from ..settings.host import GpuHostSpec
-from ..settings.model import ModelHostSpec
+from ..settings import settings_of
 from .output import add_inventory_command, print_messages, print_results
 
 CORRUPT_RUNBOOK = "checkpoint-corrupt"
@@ -40,12 +39,12 @@ def register(verbs) -> None:
 
 
 def serves_a_model(data: dict) -> bool:
-    return ModelHostSpec.model_validate(data).model is not None
+    return settings_of(data).model.model is not None
 
 
 def show_status(args) -> int:
     def status(host) -> dict:
-        spec = ModelHostSpec.model_validate(host.data)
+        spec = settings_of(host.data).model
         state = host.get_fact(ModelCheckpoints, cache_path=spec.model_cache_path).get(spec.model.name, {})
         return {"model": spec.model.name, "pinned": spec.model.revision, **state}
 
@@ -54,7 +53,7 @@ def show_status(args) -> int:
 
 def verify(args) -> int:
     def start_verification(host) -> str:
-        spec = ModelHostSpec.model_validate(host.data)
+        spec = settings_of(host.data).model
         ok, _, _ = host.run(f"systemctl start {layout.instance(layout.VERIFY_UNIT_TEMPLATE, spec.model.name)}")
         state = host.get_fact(ModelCheckpoints, cache_path=spec.model_cache_path).get(spec.model.name, {})
         if ok and not state.get("bad_files"):
@@ -72,8 +71,8 @@ def verify(args) -> int:
 
 def rollback(args) -> int:
     def roll_back(host) -> str:
-        user = GpuHostSpec.model_validate(host.data).service_user
-        config = layout.model_config(ModelHostSpec.model_validate(host.data).model.name)
+        settings = settings_of(host.data)
+        user, config = settings.gpu.service_user, layout.model_config(settings.model.model.name)
         return host.check_output(shlex.join(["runuser", "-u", user, "--", layout.CHECKPOINT_COMMAND, "rollback",
                                              config])).strip()
 

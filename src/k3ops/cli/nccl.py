@@ -6,7 +6,7 @@ import json
 
 from ..facts.fabric_check import LastFabricCheck
 from ..remote import on_hosts
-from ..settings.host import GpuHostSpec
+from ..settings import settings_of
 from .output import add_inventory_command, add_limit_flag, print_results, table
 
 GIB = 1024**3
@@ -97,5 +97,5 @@ def show_status(args) -> int:
     def last(host) -> dict:
         return host.get_fact(LastFabricCheck) or {}
 
-    selected = lambda data: GpuHostSpec.model_validate(data).gpu_vendor is not None  # noqa: E731
+    selected = lambda data: settings_of(data).gpu.gpu_vendor is not None  # noqa: E731
     return print_results(on_hosts(args.inventory, selected, last), STATUS_COLUMNS, args.json)

@@ -8,8 +8,7 @@ from ..engines.units import engine_urls
 from ..facts.engine import EngineMetrics, EngineState
 from ..onhost import layout
 from ..remote import on_hosts
-from ..settings.engine import EngineHostSpec
-from ..settings.model import ModelHostSpec
+from ..settings import settings_of
 from .output import add_inventory_command, print_messages, print_results
 
 
@@ -39,12 +38,13 @@ def register(verbs) -> None:
 
 
 def runs_an_engine(data: dict) -> bool:
-    return EngineHostSpec.model_validate(data).engine is not None
+    return settings_of(data).engine.engine is not None
 
 
 def urls(data: dict) -> tuple[dict, str]:
     """The engine's URLs as seen on the host itself, and the name it serves the model under."""
-    return engine_urls(EngineHostSpec.model_validate(data).engine), ModelHostSpec.model_validate(data).model.name
+    settings = settings_of(data)
+    return engine_urls(settings.engine.engine), settings.model.model.name
 
 
 def show_status(args) -> int:

@@ -25,7 +25,7 @@ from ..onhost import layout
 from ..onhost.layout import PEER_USER
 from ..operations import checkpoint as checkpoint_operations
 from ..operations import owned_files
-from ..settings import host_spec, model_host_spec
+from ..settings import host_settings
 from ..settings.model import ModelHostSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
@@ -41,7 +41,8 @@ PEER_KEYS_HEADER = "# Managed by k3ops: peers may only read the model cache (rrs
 
 @deploy("Pinned checkpoint")
 def checkpoint() -> None:
-    spec, model_host = host_spec(host), model_host_spec(host)
+    settings = host_settings(host)
+    spec, model_host = settings.gpu, settings.model
     model = model_host.model
     if model is None:
         host.noop("no model in this host's data")
@@ -123,7 +124,7 @@ def fetch_config(model_host: ModelHostSpec) -> str:
         "cache_path": model_host.model_cache_path, "endpoint": model_host.hf_endpoint,
         "headroom_bytes": int(model_host.model_cache_headroom_gib * GIB), "rollback_depth": model.rollback_depth,
         "peers": peers, "peer_wait_seconds": model_host.model_peer_wait_seconds,
-        "peer_key": layout.peer_key(host_spec(host).service_user),
+        "peer_key": layout.peer_key(host_settings(host).gpu.service_user),
         "require_mount": bool(model_host.nvme_devices),
         "peer_bwlimit_kib": int(model_host.model_peer_bwlimit_mib * 1024) if model_host.model_peer_bwlimit_mib else None,
     }, indent=1, sort_keys=True) + "\n"
@@ -132,10 +133,10 @@ def fetch_config(model_host: ModelHostSpec) -> str:
 def peer_fleet(model_host: ModelHostSpec) -> list[tuple[str, str]]:
     """(name, address) of the inventory's hosts that serve the same revision from peers."""
     def same(other) -> bool:
-        data = ModelHostSpec.model_validate(other.data.dict())
+        data = host_settings(other).model
         return data.model == model_host.model and data.model_source == "peers"
 
-    return [(member.name, model_host_spec(member).address_for_peers(member.name)) for member in fleet.members(same)]
+    return [(member.name, host_settings(member).model.address_for_peers(member.name)) for member in fleet.members(same)]
 
 
 def fan_out_sources(name: str, fleet: list[tuple[str, str]]) -> list[str]:

@@ -8,7 +8,7 @@ from pyinfra.operations import apt, systemd
 from pyinfra.operations.util import any_changed
 
 from ..operations import packages
-from ..settings import host_spec
+from ..settings import host_settings
 from .repositories import signed_repository
 
 # apparmor is only a Recommends of both, but Debian's kernel enables AppArmor, and there dockerd refuses to start
@@ -19,7 +19,7 @@ DOCKER_PACKAGES = {"distribution": ["docker.io", "apparmor"],
 
 @deploy("Container runtime")
 def container_runtime() -> None:
-    spec = host_spec(host)
+    spec = host_settings(host).gpu
     if spec.docker_source == "vendor":
         repository = signed_repository("docker", spec.repository("docker"))
         packages.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 
-from ..settings import host_spec
+from ..settings import host_settings
 from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime
@@ -20,7 +20,7 @@ from .uploads import staged_privately
 @staged_privately
 @deploy("GPU host")
 def gpu_host() -> None:
-    spec = host_spec(host)
+    spec = host_settings(host).gpu
     base()
     if spec.gpu_vendor is not None:
         container_runtime()

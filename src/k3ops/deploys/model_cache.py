@@ -8,7 +8,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, files
 
 from ..operations import storage
-from ..settings import host_spec, model_host_spec
+from ..settings import host_settings
 from .users import system_user
 
 VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how a rerun knows the volume is ours
@@ -16,7 +16,8 @@ VOLUME_LABEL = "k3ops-models"  # XFS labels hold 12 characters; the label is how
 
 @deploy("Model cache volume")
 def model_cache() -> None:
-    spec, model = host_spec(host), model_host_spec(host)
+    settings = host_settings(host)
+    spec, model = settings.gpu, settings.model
     devices = model.nvme_devices
     system_user(spec.service_user, "Service user (runs the engines and the fetcher)")
     if devices:

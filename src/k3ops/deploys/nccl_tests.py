@@ -15,7 +15,7 @@ from ..escape import authorized_keys_line
 from ..facts.network import RdmaNics
 from ..onhost import layout
 from ..operations import owned_files, packages
-from ..settings import host_spec, model_host_spec
+from ..settings import host_settings
 from ..settings.fabric import FabricCheckSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
@@ -32,7 +32,8 @@ MPI_KEYS_HEADER = ("# Managed by k3ops: the fleet's MPI launch key, for the fabr
 
 @deploy("Fabric check tools")
 def nccl_tests() -> None:
-    spec, fabric = host_spec(host), FabricCheckSpec.model_validate(host.data.dict())
+    settings = host_settings(host)
+    spec, fabric = settings.gpu, settings.fabric
     if spec.gpu_vendor is None:
         host.noop("no GPUs: no fabric to check")
         return
@@ -77,8 +78,8 @@ def mpi_key_line(addresses: list[str], public_key: str) -> str:
 def fleet_addresses() -> list[str]:
     """The addresses the fleet's GPU hosts reach each other on, when all are IP addresses (sshd matches a
     `from=` hostname only with UseDNS, so names would lock the fleet out: then no address limit)."""
-    addresses = [model_host_spec(member).address_for_peers(member.name)
-                 for member in fleet.members(lambda member: host_spec(member).gpu_vendor is not None)]
+    addresses = [host_settings(member).model.address_for_peers(member.name)
+                 for member in fleet.members(lambda member: host_settings(member).gpu.gpu_vendor is not None)]
     try:
         return sorted({str(ipaddress.ip_address(address)) for address in addresses})
     except ValueError:

@@ -18,7 +18,7 @@ from ..facts.nvidia import NvidiaKernelModule
 from ..onhost.layout import ENGINE_UNIT
 from ..operations import packages
 from ..operations import nvidia as nvidia_operations
-from ..settings import host_spec
+from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from . import TEMPLATES
 from .gpudirect import gpudirect_rdma
@@ -86,7 +86,7 @@ def staged_packages(spec: GpuHostSpec) -> list[str]:
 def staged_driver() -> None:
     """The spec's driver release downloaded, not installed: a rollout stages a whole batch before draining any of
     it, so a slow or broken mirror is found while every host still serves."""
-    spec = host_spec(host)
+    spec = host_settings(host).gpu
     if spec.gpu_vendor != "nvidia":
         host.noop("no NVIDIA GPUs on this host")
         return
@@ -95,7 +95,7 @@ def staged_driver() -> None:
 
 @deploy("NVIDIA GPU host")
 def nvidia() -> None:
-    spec = host_spec(host)
+    spec = host_settings(host).gpu
     refuse_unsigned_modules(spec)
     version = package_version(spec)
     driver_names = driver_packages(spec)

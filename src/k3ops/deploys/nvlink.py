@@ -17,7 +17,7 @@ from pyinfra.operations import apt, files, systemd
 from ..escape import imex_nodes_file
 from ..facts.nvidia import FabricManager, NvSwitches
 from ..operations import packages
-from ..settings import model_host_spec
+from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from . import fleet
 
@@ -63,9 +63,9 @@ def fabric_packages(spec: GpuHostSpec, fabric_manager: bool) -> list[str]:
 def imex_nodes(spec: GpuHostSpec) -> list[str]:
     """The addresses of this host's NVLink domain, in inventory order (the tray alone when data names none)."""
     if spec.nvlink_domain is None:
-        return [model_host_spec(host).address_for_peers(host.name)]
+        return [host_settings(host).model.address_for_peers(host.name)]
     members = fleet.members(lambda other: other.data.get("nvlink_domain") == spec.nvlink_domain)
-    return [model_host_spec(member).address_for_peers(member.name) for member in members]
+    return [host_settings(member).model.address_for_peers(member.name) for member in members]
 
 
 def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_loaded: Callable[[], bool]) -> None:

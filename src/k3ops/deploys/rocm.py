@@ -13,7 +13,7 @@ from ..facts.amd import AmdgpuModule
 from ..facts.boot import KernelCommandLine
 from ..hardware import AMD_KERNEL_ARGUMENTS
 from ..operations import kernel, packages
-from ..settings import host_spec
+from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from . import TEMPLATES
 from .reboot import reboot_if_needed
@@ -39,7 +39,7 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
 
 @deploy("AMD GPU host")
 def rocm() -> None:
-    spec = host_spec(host)
+    spec = host_settings(host).gpu
     refuse_unsigned_modules(spec)
     repositories = signed_repository("amdgpu", spec.repository("amdgpu")) + signed_repository(
         "rocm", spec.repository("rocm"))

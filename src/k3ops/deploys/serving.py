@@ -22,10 +22,9 @@ from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
 from ..operations import owned_files
-from ..settings import host_spec, model_host_spec
+from ..settings import cluster_members, host_settings
 from ..settings.controller import ControllerFileError, read_api_key
-from ..settings.engine import EngineHostSpec, EngineSpec, cluster_members
-from ..settings.fabric import FabricCheckSpec
+from ..settings.engine import EngineSpec
 from ..ssh_liveness import watched
 from . import TEMPLATES, fleet
 from .onhost import onhost_command, onhost_package
@@ -38,8 +37,8 @@ from .users import state_directory
 @staged_privately
 @deploy("Engine")
 def serving() -> None:
-    spec, model_host = host_spec(host), model_host_spec(host)
-    engine = EngineHostSpec.model_validate(host.data.dict()).engine
+    settings = host_settings(host)
+    spec, model_host, engine = settings.gpu, settings.model, settings.engine.engine
     if engine is None:
         host.noop("no engine in this host's data")
         return
@@ -92,10 +91,11 @@ def serving() -> None:
 
 def fabric_gate(cluster: str) -> None:
     """A multi-node engine starts only on a fabric its hosts' last check passed, on the driver they run now."""
-    if FabricCheckSpec.model_validate(host.data.dict()).nccl_gate == "off":
+    if host_settings(host).fabric.nccl_gate == "off":
         host.noop(f"fabric gate off (nccl_gate): cluster {cluster} starts without a passing fabric check")
         return
-    refusal = gate_refusal(host.name, cluster, cluster_hosts(cluster), host_spec(host), host.get_fact(LastFabricCheck))
+    refusal = gate_refusal(host.name, cluster, cluster_hosts(cluster), host_settings(host).gpu,
+                           host.get_fact(LastFabricCheck))
     if refusal:
         raise DeployError(refusal)
     host.noop(f"fabric check passed for cluster {cluster} on this driver")
@@ -136,4 +136,4 @@ def cluster_position(engine: EngineSpec) -> tuple[int, str]:
         return 0, ""
     ranks = cluster_hosts(engine.cluster)
     head = next(member for member in fleet.members(lambda _: True) if member.name == ranks[0])
-    return ranks.index(host.name), model_host_spec(head).address_for_peers(head.name)
+    return ranks.index(host.name), host_settings(head).model.address_for_peers(head.name)

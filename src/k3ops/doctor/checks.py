@@ -27,11 +27,7 @@ from ..facts.units import UnitStates
 from ..nccl import prechecks
 from ..onhost import watchdog
 from ..onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE
-from ..settings.doctor import DoctorSpec
-from ..settings.engine import EngineHostSpec, cluster_members, node_rank
-from ..settings.fabric import FabricCheckSpec
-from ..settings.host import GpuHostSpec
-from ..settings.model import ModelHostSpec
+from ..settings import HostSettings, cluster_members, node_rank, settings_of
 from . import log_patterns, xids
 from .findings import Finding
 
@@ -63,24 +59,19 @@ FETCHING_PHASES = ("metadata", "waiting", "downloading")
 
 @dataclass(frozen=True)
 class HostSpecs:
-    """Every spec the checks read, from one host's inventory data."""
+    """What the checks read: the host's settings, and its place in its multi-node engine."""
 
     name: str
-    gpu: GpuHostSpec
-    model: ModelHostSpec
-    engine: EngineHostSpec
-    fabric: FabricCheckSpec
-    doctor: DoctorSpec
+    settings: HostSettings
     rank: int = 0
     cluster: tuple[str, ...] = ()  # the hosts of its multi-node engine, head first (empty: it serves alone)
 
     @classmethod
     def of(cls, name: str, data: dict, fleet: list[tuple[str, dict]]) -> HostSpecs:
-        engine = EngineHostSpec.model_validate(data)
-        cluster = engine.engine.cluster if engine.engine else None
-        return cls(name=name, gpu=GpuHostSpec.model_validate(data), model=ModelHostSpec.model_validate(data),
-                   engine=engine, fabric=FabricCheckSpec.model_validate(data), doctor=DoctorSpec.model_validate(data),
-                   rank=node_rank(name, fleet), cluster=tuple(cluster_members(cluster, fleet)) if cluster else ())
+        settings = settings_of(data)
+        cluster = settings.engine.engine.cluster if settings.engine.engine else None
+        return cls(name=name, settings=settings, rank=node_rank(name, fleet),
+                   cluster=tuple(cluster_members(cluster, fleet)) if cluster else ())
 
 
 @dataclass
@@ -102,9 +93,10 @@ def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
     evidence = [f"nvidia-smi: driver state {state}",
                 f"loaded kernel module: {module['version'] if module else 'none'}",
                 f"installed userspace (libnvidia-ml): {userspace or 'none'}"]
-    gpus = {"GPU_COUNT": str(specs.gpu.gpu_count)}
+    gpus = {"GPU_COUNT": str(specs.settings.gpu.gpu_count)}
     if state == "mismatch":
-        complaint = host.get_fact(KernelDriverMismatch, since_seconds=specs.doctor.doctor_kernel_log_hours * 3600)
+        complaint = host.get_fact(KernelDriverMismatch,
+                                  since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
         if complaint:
             evidence.append(f"kernel log: NVRM: API mismatch: the client has the version {complaint[0]}, but this "
                             f"kernel module has the version {complaint[1]}")
@@ -113,7 +105,7 @@ def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
                           f"{module['version'] if module else 'unknown'}, the library {userspace})", evidence, gpus)
     elif state == "no-devices":
         finding = Finding("gpu-count-below-spec", "critical", "reboot",
-                          f"the driver sees no GPU; the spec names {specs.gpu.gpu_count}", evidence, gpus)
+                          f"the driver sees no GPU; the spec names {specs.settings.gpu.gpu_count}", evidence, gpus)
     elif state == "not-installed":
         finding = Finding("nvidia-driver-not-loaded", "critical", "rerun the deploy",
                           "no NVIDIA driver is installed (no nvidia-smi): rerun the deploy", evidence, gpus)
@@ -127,17 +119,17 @@ def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
 
 def secure_boot_refusal(host, specs: HostSpecs, module: str, evidence: list[str]) -> Finding | None:
     """Secure Boot on and the GPU module, which DKMS built unsigned, not loaded: the kernel refused it."""
-    if specs.gpu.signed_kernel_modules or not host.get_fact(SecureBoot):
+    if specs.settings.gpu.signed_kernel_modules or not host.get_fact(SecureBoot):
         return None
     return Finding("secure-boot-blocks-driver", "critical", "reboot",
                    f"Secure Boot is on and the {module} module is not loaded: the kernel refused the unsigned module",
                    [*evidence, "Secure Boot: enabled (the firmware's SecureBoot variable)"],
-                   {"MODULE": module, "GPU_COUNT": str(specs.gpu.gpu_count)})
+                   {"MODULE": module, "GPU_COUNT": str(specs.settings.gpu.gpu_count)})
 
 
 def kernel_xids(host, specs: HostSpecs) -> CheckResult:
     """The Xids of the current boot's window, each by NVIDIA's catalogue; an application's are notes."""
-    window = specs.doctor.doctor_kernel_log_hours * 3600
+    window = specs.settings.doctor.doctor_kernel_log_hours * 3600
     result = CheckResult()
     gpu_by_pci = {gpu["bus_id"].lower()[4:-2]: gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     for event in host.get_fact(KernelXidEvents, since_seconds=window):
@@ -162,11 +154,12 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
 
 
 def gpu_count(host, specs: HostSpecs) -> CheckResult:
-    check = prechecks.gpus_visible(host, specs.gpu)
+    check = prechecks.gpus_visible(host, specs.settings.gpu)
     if check.passed:
         return CheckResult()
     return CheckResult([Finding("gpu-count-below-spec", "critical", "reboot",
-                                check.problems[0], list(check.problems), {"GPU_COUNT": str(specs.gpu.gpu_count)})])
+                                check.problems[0], list(check.problems),
+                                {"GPU_COUNT": str(specs.settings.gpu.gpu_count)})])
 
 
 def gpu_memory(host, specs: HostSpecs) -> CheckResult:
@@ -196,7 +189,7 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
 
 
 def nvlink(host, specs: HostSpecs) -> CheckResult:
-    if not (specs.gpu.board.nvswitch or specs.gpu.board.nvlink_domain):
+    if not (specs.settings.gpu.board.nvswitch or specs.settings.gpu.board.nvlink_domain):
         return CheckResult()
     down = {gpu: links["inactive"] for gpu, links in host.get_fact(NvlinkLinks).items() if links["inactive"]}
     if not down:
@@ -213,8 +206,8 @@ def nvidia_services(host, specs: HostSpecs) -> CheckResult:
     """Fabric manager where the board needs it (and the fabric it configures), persistenced everywhere."""
     result = CheckResult()
     units = host.get_fact(UnitStates, units=[FABRIC_MANAGER_UNIT, PERSISTENCED_UNIT])
-    if specs.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
-        fabric = prechecks.nvlink_fabric(host, specs.gpu)
+    if specs.settings.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
+        fabric = prechecks.nvlink_fabric(host, specs.settings.gpu)
         if not fabric.passed:
             journal = host.get_fact(UnitJournal, unit=FABRIC_MANAGER_UNIT, lines=JOURNAL_LINES)
             said = [f"fabric manager log: {line}"
@@ -236,7 +229,8 @@ def nvidia_services(host, specs: HostSpecs) -> CheckResult:
 
 
 def rdma_ports(host, specs: HostSpecs) -> CheckResult:
-    ports, mtu = prechecks.rdma_ports(host, specs.gpu, specs.fabric.nccl_environment.get("NCCL_IB_HCA"))
+    ports, mtu = prechecks.rdma_ports(host, specs.settings.gpu,
+                                      specs.settings.fabric.nccl_environment.get("NCCL_IB_HCA"))
     findings = []
     if not ports.passed:
         findings.append(Finding("infiniband-port-degraded", "critical", "drain and inspect hardware",
@@ -254,7 +248,7 @@ def amd_driver(host, specs: HostSpecs) -> CheckResult:
         absent = ["/sys/module/amdgpu: absent"]
         return CheckResult([secure_boot_refusal(host, specs, "amdgpu", absent) or Finding(
             "amdgpu-not-loaded", "critical", "reboot", "amdgpu is not loaded: no GPU is usable", absent,
-            {"GPU_COUNT": str(specs.gpu.gpu_count)})], driver_answers=False)
+            {"GPU_COUNT": str(specs.settings.gpu.gpu_count)})], driver_answers=False)
     installed = host.get_fact(AptPolicyVersion, package="amdgpu-dkms")["installed"]
     if installed and not installed.split(":")[-1].startswith(loaded + "."):
         return CheckResult([Finding(
@@ -266,7 +260,7 @@ def amd_driver(host, specs: HostSpecs) -> CheckResult:
 
 
 def xgmi(host, specs: HostSpecs) -> CheckResult:
-    check = prechecks.xgmi(host, specs.gpu)
+    check = prechecks.xgmi(host, specs.settings.gpu)
     if check.passed:
         return CheckResult()
     return CheckResult([Finding("xgmi-errors", "critical", "reboot", check.problems[0],
@@ -301,7 +295,7 @@ def fabric_check(host, specs: HostSpecs) -> CheckResult:
 
 def engine(host, specs: HostSpecs) -> CheckResult:
     """The engine unit: crashed or looping, stuck starting, or up and not generating; its log names why."""
-    engine_spec = specs.engine.engine
+    engine_spec = specs.settings.engine.engine
     state = host.get_fact(UnitStates, units=[ENGINE_UNIT]).get(ENGINE_UNIT, {})
     journal = host.get_fact(UnitJournal, unit=ENGINE_UNIT, lines=JOURNAL_LINES, since=state.get("entered"))
     log_says = dict(log_patterns.log_findings(journal, log_patterns.ENGINE_LOG_PATTERNS))
@@ -330,8 +324,8 @@ def engine(host, specs: HostSpecs) -> CheckResult:
         return result
     if specs.rank > 0:  # a multi-node engine's worker serves no HTTP: its head answers for the cluster
         return result
-    served = specs.model.model.name if specs.model.model else ""
-    timeout = specs.doctor.doctor_generation_timeout_seconds
+    served = specs.settings.model.model.name if specs.settings.model.model else ""
+    timeout = specs.settings.doctor.doctor_generation_timeout_seconds
     health = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"], served_name=served,
                           chat_url=urls["chat_url"] if urls["models_url"] else None, probe_seconds=timeout)
     running = state.get("active_seconds") or 0
@@ -388,32 +382,32 @@ def not_serving(state: dict, cause: tuple[str, str] | None, journal: list[str], 
 
 def model_cache(host, specs: HostSpecs) -> CheckResult:
     """The checkpoint store: verification, the volume's free space, a fetch that stopped moving."""
-    model = specs.model.model
-    state = host.get_fact(ModelCheckpoints, cache_path=specs.model.model_cache_path).get(model.name)
+    model = specs.settings.model.model
+    state = host.get_fact(ModelCheckpoints, cache_path=specs.settings.model.model_cache_path).get(model.name)
     if state is None:
         return CheckResult(notes=[f"no checkpoint of {model.name} on the host yet: the model deploy has not run"])
     findings = []
-    where = {"CACHE": specs.model.model_cache_path,
-             "HEADROOM_BYTES": str(int(specs.model.model_cache_headroom_gib * 1024**3))}
+    where = {"CACHE": specs.settings.model.model_cache_path,
+             "HEADROOM_BYTES": str(int(specs.settings.model.model_cache_headroom_gib * 1024**3))}
     if state.get("bad_files"):
         findings.append(Finding(
             "checkpoint-corrupt", "critical", "rerun the deploy",
             f"{len(state['bad_files'])} files of {model.name}@{(state.get('active') or '')[:12]} fail verification "
             f"({state.get('verified_at')})", [f"bad file: {path}" for path in state["bad_files"]], where))
     message = state.get("message") or ""
-    headroom = specs.model.model_cache_headroom_gib * 1024**3
+    headroom = specs.settings.model.model_cache_headroom_gib * 1024**3
     if any(text in message for text in STORE_SPACE_MESSAGES) or state.get("free_bytes", headroom) < headroom:
         findings.append(Finding(
             "model-cache-disk-full", "critical" if state.get("phase") == "failed" else "warning",
             "free disk space",
-            f"{state.get('free_bytes', 0) / 1024**3:.2f} GiB free on {specs.model.model_cache_path}, "
-            f"model_cache_headroom_gib is {specs.model.model_cache_headroom_gib}",
+            f"{state.get('free_bytes', 0) / 1024**3:.2f} GiB free on {specs.settings.model.model_cache_path}, "
+            f"model_cache_headroom_gib is {specs.settings.model.model_cache_headroom_gib}",
             [line for line in (message, f"free bytes: {state.get('free_bytes')}") if line], where))
     elif state.get("phase") == "failed" and "verification failed" not in message:
         findings.append(Finding("checkpoint-fetch-stuck", "warning", "rerun the deploy",
                                 f"the fetch of {model.name}@{(state.get('target') or '')[:12]} failed: {message[:200]}",
                                 [message], where))
-    elif state.get("phase") in FETCHING_PHASES and stalled(state, specs.doctor.doctor_fetch_stall_minutes):
+    elif state.get("phase") in FETCHING_PHASES and stalled(state, specs.settings.doctor.doctor_fetch_stall_minutes):
         findings.append(Finding(
             "checkpoint-fetch-stuck", "warning", "rerun the deploy",
             f"the fetch of {model.name} has not moved since {state.get('updated_at')} ({state.get('phase')}: "
@@ -439,7 +433,7 @@ def unit_line(state: dict) -> str:
 
 def checks_for(specs: HostSpecs) -> list:
     """The checks that apply to the host, in order: a driver check first, the checks that need it after."""
-    gpu = specs.gpu
+    gpu = specs.settings.gpu
     chosen = []
     if gpu.gpu_vendor == "nvidia":
         chosen += [nvidia_driver, kernel_xids, gpu_count, gpu_memory, nvlink, nvidia_services]
@@ -449,9 +443,9 @@ def checks_for(specs: HostSpecs) -> list:
         chosen.append(rdma_ports)
     if gpu.gpu_vendor:
         chosen.append(fabric_check)
-    if specs.engine.engine is not None:
+    if specs.settings.engine.engine is not None:
         chosen.append(engine)
-    if specs.model.model is not None:
+    if specs.settings.model.model is not None:
         chosen.append(model_cache)
     return chosen
 

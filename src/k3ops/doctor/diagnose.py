@@ -30,7 +30,7 @@ class CountingHost:
 
 
 def diagnose(host, specs: HostSpecs) -> Diagnosis:
-    host.command_timeout = COMMAND_TIMEOUT_SECONDS + specs.doctor.doctor_generation_timeout_seconds
+    host.command_timeout = COMMAND_TIMEOUT_SECONDS + specs.settings.doctor.doctor_generation_timeout_seconds
     counted = CountingHost(host)
     diagnosis = Diagnosis(host=specs.name)
     try:

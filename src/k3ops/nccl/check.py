@@ -23,10 +23,9 @@ from ..onhost import layout
 from ..remote import CommandFailed, RemoteHost
 from ..facts.reader import FactError
 from ..owned_files import replace_with
-from ..settings.engine import EngineHostSpec
+from ..settings import host_settings
 from ..settings.fabric import FabricCheckSpec
 from ..settings.host import GpuHostSpec
-from ..settings.model import ModelHostSpec
 from . import launch, localize
 from .prechecks import Precheck, prechecks
 from .results import write_command
@@ -93,13 +92,12 @@ def select_hosts(inventory_path: str, limit: list[str] | None, data: dict | None
     before any host is touched."""
     chosen = []
     for host in selected(inventory_path, limit, data):
-        data = host.data.dict()
-        spec = GpuHostSpec.model_validate(data)
+        settings = host_settings(host)
+        spec, engine, fabric = settings.gpu, settings.engine.engine, settings.fabric
         if spec.gpu_vendor is None:
             continue
-        engine, fabric = EngineHostSpec.model_validate(data).engine, FabricCheckSpec.model_validate(data)
         chosen.append(CheckedHost(target=SshTarget.of(host), spec=spec, fabric=fabric,
-                                  address=ModelHostSpec.model_validate(data).address_for_peers(host.name),
+                                  address=settings.model.address_for_peers(host.name),
                                   group=fabric.nccl_group or (engine.cluster if engine else None)))
     if not chosen:
         raise ValueError(f"no GPU host of {inventory_path} is selected")

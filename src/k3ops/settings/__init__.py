@@ -1,13 +1,15 @@
 """Validated specs of one host's inventory data: every setting, its default and what is allowed.
 
-k3ops.inventory checks a whole inventory with them (validate_inventory) before any host is touched.
+k3ops.inventory checks a whole inventory with them (validate_inventory) before any host is touched; everything
+else reads a host's settings through `host_settings` / `settings_of`, validated once per process.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from .connection import ConnectionSpec
 from .doctor import DoctorSpec
@@ -19,8 +21,60 @@ from .host import GpuHostSpec
 from .model import ModelHostSpec
 from .upgrade import UpgradeSpec
 
-SPECS = (GpuHostSpec, ModelHostSpec, EngineHostSpec, FabricCheckSpec, DoctorSpec, UpgradeSpec, ConnectionSpec)
 CONNECTOR_HOST = re.compile(r"^@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?$")
+
+
+class HostSettings(BaseModel):
+    """Every spec of one host, each read from the same flat inventory data."""
+
+    model_config = ConfigDict(frozen=True)
+
+    gpu: GpuHostSpec
+    model: ModelHostSpec
+    engine: EngineHostSpec
+    fabric: FabricCheckSpec
+    doctor: DoctorSpec
+    upgrade: UpgradeSpec
+    connection: ConnectionSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_data(cls, data):
+        """Inventory data is flat (`hardware_profile = ...`): each spec takes the keys it knows from all of it."""
+        return {name: data for name in cls.model_fields}
+
+
+SPECS = tuple(field.annotation for field in HostSettings.model_fields.values())
+# Each host's settings by its data's repr, validated once per process however often they are read. The repr tells
+# apart all that validation does (1 and "1", True and 1), and a host's data reads the same, in the same order,
+# each time.
+_VALIDATED: dict[str, HostSettings] = {}
+
+
+def settings_of(data: Mapping) -> HostSettings:
+    """The validated settings of one host's inventory data (raises pydantic's ValidationError if bad)."""
+    key = repr(data)
+    if key not in _VALIDATED:
+        _VALIDATED[key] = HostSettings.model_validate(data)
+    return _VALIDATED[key]
+
+
+def host_settings(host) -> HostSettings:
+    """The validated settings of a pyinfra host."""
+    return settings_of(host.data.dict())
+
+
+def cluster_members(cluster: str, hosts: list[tuple[str, dict]]) -> list[str]:
+    """The hosts of one multi-node engine among `hosts` (`(name, data)`, in inventory order); the first is
+    its head, rank 0, the only one serving HTTP."""
+    return [name for name, data in hosts
+            if (engine := settings_of(data).engine.engine) is not None and engine.cluster == cluster]
+
+
+def node_rank(name: str, hosts: list[tuple[str, dict]]) -> int:
+    """A host's rank in its multi-node engine; 0 for a head and for a host serving alone."""
+    engine = settings_of(dict(hosts)[name]).engine.engine
+    return 0 if engine is None or engine.cluster is None else cluster_members(engine.cluster, hosts).index(name)
 
 
 def connector_keys() -> set[str]:
@@ -36,14 +90,13 @@ def host_errors(name: str, data: dict) -> list[str]:
     errors = address_form_errors(name, data)
     errors += [f"{name}: {key}: not a k3ops or pyinfra setting (a typo?)"
                for key in sorted(data) if key not in known and not key.startswith("_")]
-    for spec in SPECS:
-        try:
-            spec.model_validate(data)
-        except ValidationError as error:
-            for problem in error.errors():
-                where = ".".join(str(part) for part in problem["loc"])
-                message = problem["msg"].removeprefix("Value error, ")
-                errors.append(f"{name}: {where}: {message}" if where else f"{name}: {message}")
+    try:
+        settings_of(data)
+    except ValidationError as error:
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"][1:])  # less the bundle's field: the data's own key
+            message = problem["msg"].removeprefix("Value error, ")
+            errors.append(f"{name}: {where}: {message}" if where else f"{name}: {message}")
     return errors + [f"{name}: {problem}" for problem in controller_errors(data)]
 
 
@@ -66,16 +119,6 @@ def address_form_errors(name: str, data: dict) -> list[str]:
         except ValueError as error:
             errors.append(f"{name}: ssh_hostname: {error}")
     return errors
-
-
-def host_spec(host) -> GpuHostSpec:
-    """The validated spec of a pyinfra host (inside a deploy)."""
-    return GpuHostSpec.model_validate(host.data.dict())
-
-
-def model_host_spec(host) -> ModelHostSpec:
-    """The validated model cache spec of a pyinfra host (inside a deploy)."""
-    return ModelHostSpec.model_validate(host.data.dict())
 
 
 def settings_table() -> str:

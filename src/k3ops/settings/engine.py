@@ -172,19 +172,6 @@ class EngineHostSpec(BaseModel):
         return data
 
 
-def cluster_members(cluster: str, hosts: list[tuple[str, dict]]) -> list[str]:
-    """The hosts of one multi-node engine among `hosts` (`(name, data)`, in inventory order); the first is
-    its head, rank 0, the only one serving HTTP."""
-    return [name for name, data in hosts
-            if (engine := EngineHostSpec.model_validate(data).engine) is not None and engine.cluster == cluster]
-
-
-def node_rank(name: str, hosts: list[tuple[str, dict]]) -> int:
-    """A host's rank in its multi-node engine; 0 for a head and for a host serving alone."""
-    engine = EngineHostSpec.model_validate(dict(hosts)[name]).engine
-    return 0 if engine is None or engine.cluster is None else cluster_members(engine.cluster, hosts).index(name)
-
-
 def cluster_errors(engines: list[tuple[str, EngineSpec]]) -> list[str]:
     """Hosts sharing `engine.cluster`, checked together: one recipe, and exactly as many hosts as it spans.
 

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..settings.engine import EngineHostSpec, cluster_members
+from ..settings import cluster_members, settings_of
 
 MAX_UNAVAILABLE = re.compile(r"^(?P<count>\d+)(?P<percent>%?)$")
 
@@ -28,7 +28,7 @@ def engine_groups(hosts: list[tuple[str, dict]]) -> list[Group]:
     """The groups of these hosts (`(name, data)`, inventory order), in the order of their first host."""
     groups, seen = [], set()
     for name, data in hosts:
-        engine = EngineHostSpec.model_validate(data).engine
+        engine = settings_of(data).engine.engine
         cluster = engine.cluster if engine is not None else None
         if cluster is None:
             groups.append(Group(name, (name,)))

@@ -19,9 +19,8 @@ from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
-from ..settings.engine import EngineHostSpec, node_rank
-from ..settings.host import DRIVER_VERSION, GpuHostSpec
-from ..settings.upgrade import UpgradeSpec
+from ..settings import host_settings, node_rank, settings_of
+from ..settings.host import DRIVER_VERSION
 from . import plan, steps
 from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
                      exclusive, inventory_digest, record_path)
@@ -40,17 +39,17 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
     over = {"nvidia_driver_version": to}
     chosen = selected(inventory, limit, over)  # every host's data, at the new version, validated
     fleet = [(host.name, host.data.dict()) for host in chosen[0].inventory] if chosen else []
-    nvidia = [host for host in chosen if GpuHostSpec.model_validate(host.data.dict()).gpu_vendor == "nvidia"]
+    nvidia = [host for host in chosen if host_settings(host).gpu.gpu_vendor == "nvidia"]
     skipped = [f"{host.name}: no NVIDIA GPUs" for host in chosen if host not in nvidia]
     if not nvidia:
         raise ValueError(f"no NVIDIA GPU host of {inventory} is selected: nothing to upgrade")
     refusals = [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
                 for host in nvidia if is_controller(host)]
     refusals += [f"{host.name}: reboot_policy is 'never', and a new driver needs a reboot"
-                 for host in nvidia if GpuHostSpec.model_validate(host.data.dict()).reboot_policy != "allowed"]
+                 for host in nvidia if host_settings(host).gpu.reboot_policy != "allowed"]
     names = {host.name for host in nvidia}
     groups = plan.engine_groups([(name, data) for name, data in fleet if name in names
-                                 or EngineHostSpec.model_validate(data).engine is not None])
+                                 or settings_of(data).engine.engine is not None])
     refusals += [f"engine group {group.name}: --limit selects {', '.join(h for h in group.hosts if h in names)} but "
                  f"not {', '.join(h for h in group.hosts if h not in names)}; a multi-node engine moves whole"
                  for group in groups if names & set(group.hosts) and not set(group.hosts) <= names]
@@ -82,7 +81,7 @@ def unpublished(hosts: list, to: str) -> list[str]:
     """Hosts whose CUDA repository does not list the driver release (read once per repository)."""
     problems, listed = [], {}
     for host in hosts:
-        spec = GpuHostSpec.model_validate(host.data.dict())
+        spec = host_settings(host).gpu
         repository = spec.repository("cuda")
         if repository.url not in listed:
             try:
@@ -199,7 +198,7 @@ def rollback_version(group: dict, wanted: bool) -> str | None:
 def roll_back(run: steps.Run, group: dict) -> bool:
     """Move a failed canary back to the driver it ran, through the same steps; the rollout halts either way."""
     hosts = selected(run.inventory, group["hosts"])
-    version = rollback_version(group, all(UpgradeSpec.model_validate(host.data.dict()).upgrade_rollback_failed_canary
+    version = rollback_version(group, all(host_settings(host).upgrade.upgrade_rollback_failed_canary
                                           for host in hosts))
     if version is None:
         return False

@@ -29,11 +29,7 @@ from ..inventory import SshTarget, selected
 from ..nccl.check import run_check
 from ..onhost import layout
 from ..remote import on_targets
-from ..settings.doctor import DoctorSpec
-from ..settings.engine import EngineHostSpec, node_rank
-from ..settings.host import GpuHostSpec
-from ..settings.model import ModelHostSpec
-from ..settings.upgrade import UpgradeSpec
+from ..settings import host_settings, node_rank, settings_of
 from .record import MARKER_BY, Rollout, now
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
@@ -112,7 +108,7 @@ def heads(run: Run, group: dict) -> list[str]:
 
 
 def engine_of(data: dict):
-    return EngineHostSpec.model_validate(data).engine
+    return settings_of(data).engine.engine
 
 
 def write_marker(remote, group: dict, state: str) -> None:
@@ -130,9 +126,8 @@ def mark(run: Run, group: dict, state: str) -> None:
 def balancer(run: Run, group: dict, which: str) -> None:
     """Run the site's load balancer command for each host of the group, on the controller (no shell)."""
     for host in run.hosts(group):
-        data = host.data.dict()
-        words = UpgradeSpec.model_validate(data).lb_command(
-            which, host.name, ModelHostSpec.model_validate(data).address_for_peers(host.name))
+        settings = host_settings(host)
+        words = settings.upgrade.lb_command(which, host.name, settings.model.address_for_peers(host.name))
         if words is None:
             continue
         try:
@@ -174,7 +169,7 @@ def drain(run: Run, group: dict) -> str:
     """Mark the hosts, stop the balancer sending them requests, and wait for running requests to end."""
     mark(run, group, "draining")
     balancer(run, group, "deregister")
-    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in run.hosts(group)]
+    settings = [host_settings(host).upgrade for host in run.hosts(group)]
     time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
     deadline = time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings)
     serving = set(heads(run, group))
@@ -199,7 +194,7 @@ def requests_running(remote, data: dict) -> float:
 def state_urls(data: dict) -> dict:
     urls = engine_urls(engine_of(data))
     return {"health_url": urls["health_url"], "models_url": urls["models_url"],
-            "served_name": ModelHostSpec.model_validate(data).model.name}
+            "served_name": settings_of(data).model.model.name}
 
 
 def units_present(units: tuple[str, ...]) -> str:
@@ -246,7 +241,7 @@ def rebooted(run: Run, group: dict) -> str:
     """Wait (up to each host's reboot_timeout_seconds) for each host to answer on a new boot with the new module;
     a host that had the version already needs no new boot."""
     hosts = {host.name: host.data.dict() for host in run.hosts(group)}
-    deadline = time.monotonic() + max(GpuHostSpec.model_validate(data).reboot_timeout_seconds
+    deadline = time.monotonic() + max(settings_of(data).gpu.reboot_timeout_seconds
                                       for data in hosts.values())
     while True:
         try:
@@ -308,7 +303,7 @@ def generates(remote, data: dict) -> None:
     ok, out, err = remote.run(shlex.join(wait))
     if not ok:
         raise StepFailed(f"{remote.name}: the engine did not become ready: {(err or out).strip()[-300:]}")
-    probe = DoctorSpec.model_validate(data).doctor_generation_timeout_seconds
+    probe = settings_of(data).doctor.doctor_generation_timeout_seconds
     state = remote.get_fact(EngineState, **urls, chat_url=engine_urls(engine)["chat_url"], probe_seconds=probe)
     if not (state.get("generation") or {}).get("answered"):
         raise StepFailed(f"{remote.name}: no token within {probe} s: {(state.get('generation') or state)}")
@@ -328,7 +323,7 @@ def doctor_problems(run: Run, group: dict) -> list[str]:
 
 def soak(run: Run, group: dict) -> str:
     """Keep serving for upgrade_soak_seconds, checked every few seconds; then the doctor once more."""
-    settings = [UpgradeSpec.model_validate(host.data.dict()) for host in run.hosts(group)]
+    settings = [host_settings(host).upgrade for host in run.hosts(group)]
     end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
     serving = set(heads(run, group))
     while True:
