@@ -2,12 +2,14 @@
 
 import pytest
 
+from k3ops.vendor_units import DOCKER
+
 pytestmark = pytest.mark.applies_to("nvidia", "amd")
 
 
 def test_docker_engine_runs_and_starts_at_boot(host, spec):
-    assert host.service("docker").is_running
-    assert host.service("docker").is_enabled
+    assert host.service(DOCKER).is_running
+    assert host.service(DOCKER).is_enabled
     assert host.run("docker info --format '{{.ServerVersion}}'").rc == 0
 
 

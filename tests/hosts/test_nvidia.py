@@ -5,8 +5,7 @@ import pytest
 
 from k3ops.deploys.gpudirect import PEERMEM_MODULE
 from k3ops.deploys.nvidia import container_toolkit_packages, dcgm_packages, driver_packages, package_version
-from k3ops.deploys.nvlink import (IMEX_NODES_FILE, IMEX_SERVICE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package,
-                                  imex_package)
+from k3ops.deploys.nvlink import IMEX_NODES_FILE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package, imex_package
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.docker import DockerRuntimes
 from k3ops.facts.kernel import KernelModuleLoaded
@@ -15,6 +14,7 @@ from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, Nv
                                 NvidiaUserspaceVersion, NvSwitches)
 from k3ops.hardware import kernel_supports_dmabuf
 from k3ops.settings import settings_of
+from k3ops.vendor_units import DCGM, FABRIC_MANAGER, IMEX, PERSISTENCED
 
 pytestmark = pytest.mark.applies_to("nvidia")
 
@@ -48,8 +48,8 @@ def test_nvidia_smi_lists_the_gpus_the_inventory_names(host, spec):
 
 
 def test_persistence_daemon_keeps_the_gpus_initialised(host, spec):
-    assert host.service("nvidia-persistenced").is_running
-    assert host.service("nvidia-persistenced").is_enabled
+    assert host.service(PERSISTENCED).is_running
+    assert host.service(PERSISTENCED).is_enabled
 
 
 def test_fabric_manager_runs_at_the_driver_version_where_wanted(host, spec):
@@ -60,7 +60,7 @@ def test_fabric_manager_runs_at_the_driver_version_where_wanted(host, spec):
         assert fabric_manager_package(spec) in host.get_fact(AptHeldPackages)
     else:
         assert not fabric_manager["active"]
-        assert not host.service("nvidia-fabricmanager").is_enabled
+        assert not host.service(FABRIC_MANAGER).is_enabled
 
 
 def test_nvlink_5_switch_trays_have_the_subnet_manager_at_the_driver_version(host, spec):
@@ -79,7 +79,7 @@ def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
         assert installed is None
         return
     assert installed == package_version(spec)
-    assert host.service(IMEX_SERVICE).is_running and host.service(IMEX_SERVICE).is_enabled
+    assert host.service(IMEX).is_running and host.service(IMEX).is_enabled
     nodes = host.file(IMEX_NODES_FILE).content_string.split()
     assert settings_of(host.inventory_data).model.address_for_peers(host.inventory_name) in nodes
 
@@ -114,7 +114,7 @@ def test_cdi_spec_lists_every_gpu(host, spec):
 def test_dcgm_runs_at_the_pinned_version_held(host, spec):
     if not spec.dcgm:
         return
-    assert host.service("nvidia-dcgm").is_running
+    assert host.service(DCGM).is_running
     for package in dcgm_packages(spec):
         assert host.get_fact(AptPolicyVersion, package=package)["installed"] == spec.dcgm_version, package
     assert set(dcgm_packages(spec)) <= set(host.get_fact(AptHeldPackages))

@@ -9,6 +9,7 @@ from pyinfra.operations.util import any_changed
 
 from ..operations import packages
 from ..settings import host_settings
+from ..vendor_units import DOCKER
 from .repositories import signed_repository
 
 # apparmor is only a Recommends of both, but Debian's kernel enables AppArmor, and there dockerd refuses to start
@@ -25,4 +26,4 @@ def container_runtime() -> None:
         packages.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))
     apt.packages(name=f"Install Docker Engine ({spec.docker_source})", packages=DOCKER_PACKAGES[spec.docker_source],
                  no_recommends=True)
-    systemd.service(name="Run Docker", service="docker", running=True, enabled=True)
+    systemd.service(name="Run Docker", service=DOCKER, running=True, enabled=True)

@@ -20,6 +20,7 @@ from ..operations import packages
 from ..operations import nvidia as nvidia_operations
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
+from ..vendor_units import DCGM, DOCKER, PERSISTENCED
 from . import TEMPLATES
 from .gpudirect import gpudirect_rdma
 from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager
@@ -135,7 +136,7 @@ def nvidia() -> None:
         verify=f"test \"$(cat /sys/module/nvidia/version 2>/dev/null)\" = {spec.nvidia_driver_version}",
     )
 
-    systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced", running=True, enabled=True,
+    systemd.service(name="Enable nvidia-persistenced", service=PERSISTENCED, running=True, enabled=True,
                     _if=driver_loaded)
     nvlink_fabric(spec, version, fabric_manager, driver_loaded)
     gpudirect_rdma(spec, driver_loaded)
@@ -144,7 +145,7 @@ def nvidia() -> None:
                      packages=[f"{name}={spec.dcgm_version}" for name in dcgm_packages(spec)],
                      allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
         packages.held(name="Hold DCGM", packages=dcgm_packages(spec))
-        systemd.service(name="Enable DCGM", service="nvidia-dcgm", running=True, enabled=True, _if=driver_loaded)
+        systemd.service(name="Enable DCGM", service=DCGM, running=True, enabled=True, _if=driver_loaded)
 
     toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
     packages.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
@@ -153,6 +154,6 @@ def nvidia() -> None:
                  allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
     packages.held(name="Hold the container toolkit", packages=container_toolkit_packages())
     runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
-    systemd.service(name="Restart Docker to load the nvidia runtime", service="docker", restarted=True,
+    systemd.service(name="Restart Docker to load the nvidia runtime", service=DOCKER, restarted=True,
                     _if=runtime.did_change)
     nvidia_operations.cdi_spec(name="Keep the CDI spec fresh", output=CDI_SPEC, _if=driver_loaded)

@@ -19,11 +19,10 @@ from ..facts.nvidia import FabricManager, NvSwitches
 from ..operations import packages
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
+from ..vendor_units import FABRIC_MANAGER, IMEX
 from . import fleet
 
-FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
 NVLINK_SUBNET_MANAGER_PACKAGE = "nvlsm"
-IMEX_SERVICE = "nvidia-imex"
 IMEX_NODES_FILE = "/etc/nvidia-imex/nodes_config.cfg"
 
 
@@ -77,17 +76,17 @@ def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_
     if fabric:
         packages.held(name="Hold the NVLink fabric's packages", packages=fabric)
     if fabric_manager:
-        systemd.service(name="Enable fabric manager", service=FABRIC_MANAGER_SERVICE, running=True, enabled=True,
+        systemd.service(name="Enable fabric manager", service=FABRIC_MANAGER, running=True, enabled=True,
                         _if=driver_loaded)
         # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
-        systemd.service(name="Restart fabric manager on its new version", service=FABRIC_MANAGER_SERVICE,
+        systemd.service(name="Restart fabric manager on its new version", service=FABRIC_MANAGER,
                         restarted=True, _if=lambda: moved.did_change() and driver_loaded())
     elif host.get_fact(FabricManager)["installed_version"] is not None:
-        systemd.service(name="Fabric manager off, as data says", service=FABRIC_MANAGER_SERVICE, running=False,
+        systemd.service(name="Fabric manager off, as data says", service=FABRIC_MANAGER, running=False,
                         enabled=False)
     if spec.board.nvlink_domain:
         nodes = files.put(name="IMEX: the nodes of this NVLink domain", src=StringIO(imex_nodes_file(imex_nodes(spec))),
                           dest=IMEX_NODES_FILE, mode="644")
-        systemd.service(name="Enable IMEX", service=IMEX_SERVICE, running=True, enabled=True, _if=driver_loaded)
-        systemd.service(name="Restart IMEX on its new version or nodes", service=IMEX_SERVICE, restarted=True,
+        systemd.service(name="Enable IMEX", service=IMEX, running=True, enabled=True, _if=driver_loaded)
+        systemd.service(name="Restart IMEX on its new version or nodes", service=IMEX, restarted=True,
                         _if=lambda: (moved.did_change() or nodes.did_change()) and driver_loaded())

@@ -28,11 +28,12 @@ from ..nccl import prechecks
 from ..onhost import watchdog
 from ..onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE
 from ..settings import HostSettings, cluster_members, node_rank, settings_of
+from ..vendor_units import FABRIC_MANAGER, PERSISTENCED
 from . import log_patterns, xids
 from .findings import Finding
 
-FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
-PERSISTENCED_UNIT = "nvidia-persistenced.service"
+FABRIC_MANAGER_UNIT = f"{FABRIC_MANAGER}.service"
+PERSISTENCED_UNIT = f"{PERSISTENCED}.service"
 JOURNAL_LINES = 300
 EVIDENCE_LINES = 5
 # Runbooks by the Xid catalogue's kind, and the codes with a runbook of their own.

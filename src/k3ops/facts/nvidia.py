@@ -8,6 +8,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
+from ..vendor_units import FABRIC_MANAGER
 from .util import pci_bus_ids, pci_functions_command
 
 GPU_QUERY_FIELDS = "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode"
@@ -182,7 +183,7 @@ class FabricManager(FactBase[dict]):
     command = (
         "dpkg-query --show --showformat='${db:Status-Abbrev} ${Package} ${Version}\\n' "
         "'nvidia-fabricmanager*' 2>/dev/null || true; "
-        "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
+        f"systemctl is-active {FABRIC_MANAGER} 2>/dev/null || true"
     )
 
     @staticmethod

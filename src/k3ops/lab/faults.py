@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from ..engines.recipes import RECIPES
+from ..vendor_units import FABRIC_MANAGER, PERSISTENCED
 from . import lab, state
 from .profiles import get_profile
 from .sim.host import HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING
@@ -141,11 +142,11 @@ FAULTS = {fault.name: fault for fault in (
              (edit_hardware("h.setdefault('faults', {}).pop('nvlink_down_links', None)"),), vendor="nvidia",
              nvswitch=True),
     LabFault("fabric-manager-crash", "nvidia-fabricmanager killed (SIGKILL)", "fabric-manager-down",
-             (kill_daemon("nvidia-fabricmanager.service"),), ("systemctl restart nvidia-fabricmanager.service",),
-             vendor="nvidia", nvswitch=True, settled="systemctl is-failed --quiet nvidia-fabricmanager.service"),
+             (kill_daemon(f"{FABRIC_MANAGER}.service"),), (f"systemctl restart {FABRIC_MANAGER}.service",),
+             vendor="nvidia", nvswitch=True, settled=f"systemctl is-failed --quiet {FABRIC_MANAGER}.service"),
     LabFault("persistenced-crash", "nvidia-persistenced killed (SIGKILL)", "persistenced-down",
-             (kill_daemon("nvidia-persistenced.service"),), ("systemctl restart nvidia-persistenced.service",),
-             vendor="nvidia", settled="systemctl is-failed --quiet nvidia-persistenced.service"),
+             (kill_daemon(f"{PERSISTENCED}.service"),), (f"systemctl restart {PERSISTENCED}.service",),
+             vendor="nvidia", settled=f"systemctl is-failed --quiet {PERSISTENCED}.service"),
     LabFault("ib-port-down", "mlx5_2's cable pulled: its port is Down, polling for a peer", "infiniband-port-degraded",
              (edit_hardware("h['nics'][2]['port_state'] = 'Down'"),),
              (edit_hardware("h['nics'][2]['port_state'] = 'Active'"),), vendor="nvidia"),

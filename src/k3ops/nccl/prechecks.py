@@ -21,6 +21,7 @@ from ..hardware import AMD_KERNEL_ARGUMENTS, kernel_supports_dmabuf
 from ..onhost.layout import ENGINE_UNIT
 from ..settings.fabric import FabricCheckSpec
 from ..settings.host import GpuHostSpec
+from ..vendor_units import FABRIC_MANAGER
 
 # Kernel arguments that put an IOMMU in translating mode; iommu=pt keeps it out of the GPUs' and NICs' way.
 IOMMU_TRANSLATING = ("intel_iommu=on", "amd_iommu=on", "iommu=force", "iommu.passthrough=0")
@@ -129,7 +130,7 @@ def nvlink_fabric(host, spec: GpuHostSpec) -> Precheck:
     Completed/Success, which NCCL needs before it can use NVLink at all."""
     problems = []
     if spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches))) and not host.get_fact(FabricManager)["active"]:
-        problems.append("nvidia-fabricmanager is not running")
+        problems.append(f"{FABRIC_MANAGER} is not running")
     if spec.gpu_architecture == "Blackwell":
         problems += [f"GPU {gpu['gpu']}: fabric {gpu['state']}/{gpu['status']}"
                      for gpu in host.get_fact(NvidiaFabricState) if (gpu["state"], gpu["status"]) != FABRIC_READY]

@@ -30,13 +30,14 @@ from ..nccl.check import run_check
 from ..onhost import layout
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
+from ..vendor_units import DCGM, FABRIC_MANAGER, PERSISTENCED
 from .record import MARKER_BY, Rollout, now
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
 STAGE_DEPLOY = "k3ops.deploys.nvidia.staged_driver"
 HOST_CHECKS_MODULE = "test_nvidia.py"  # the driver's host checks
 # Stopped for the driver to change: everything that holds the GPUs open (a loaded module cannot be replaced).
-GPU_SERVICES = ("nvidia-dcgm.service", "nvidia-persistenced.service", "nvidia-fabricmanager.service")
+GPU_SERVICES = tuple(f"{unit}.service" for unit in (DCGM, PERSISTENCED, FABRIC_MANAGER))
 DEPLOY_TIMEOUT_SECONDS = 3 * 3600
 LB_COMMAND_TIMEOUT_SECONDS = 120
 POLL_SECONDS = 5

@@ -1,0 +1,11 @@
+"""The systemd services of the GPU stack and the container runtime, by the names their packages give them.
+
+Deploys start them, facts and the doctor read them, a driver upgrade stops them and the host checks expect
+them running: one spelling, so that a vendor's rename is one change.
+"""
+
+FABRIC_MANAGER = "nvidia-fabricmanager"  # the same unit whether the package is nvidia-fabricmanager or -<branch>
+PERSISTENCED = "nvidia-persistenced"
+DCGM = "nvidia-dcgm"  # DCGM's host engine (nv-hostengine)
+IMEX = "nvidia-imex"  # likewise named the same for every branch's package
+DOCKER = "docker"
