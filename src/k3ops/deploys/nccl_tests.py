@@ -43,10 +43,8 @@ def nccl_tests() -> None:
         apt.packages(name="RDMA port tools (ibstat, ibv_devinfo)", packages=RDMA_TOOLS, no_recommends=True)
     apt.packages(name="OpenMPI, which launches the tests across hosts", packages=MPI_PACKAGES, no_recommends=True)
     if spec.gpu_vendor == "nvidia":
-        apt.packages(name=f"nccl-tests {fabric.nccl_tests_version}",
-                     packages=[f"nccl-tests={fabric.nccl_tests_version}"], allow_downgrades=True,
-                     extra_install_args="--allow-change-held-packages", no_recommends=True)
-        packages.held(name="Hold nccl-tests and NCCL", packages=NCCL_TESTS_PACKAGES)
+        packages.held_at(name=f"nccl-tests {fabric.nccl_tests_version}", packages=["nccl-tests"],
+                         version=fabric.nccl_tests_version, hold=NCCL_TESTS_PACKAGES)
     else:  # the ROCm pin holds rccl and rccl-tests to the host's ROCm release
         apt.packages(name=f"rccl-tests of ROCm {spec.rocm_release}", packages=["rccl-tests"], no_recommends=True)
     mpi_user(spec.gpu_vendor, fabric)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import DeployError, deploy
 from pyinfra.facts.systemd import SystemdStatus
-from pyinfra.operations import apt, files, server, systemd
+from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from ..facts.nvidia import NvidiaKernelModule
@@ -113,12 +113,10 @@ def nvidia() -> None:
         dest=PIN_FILE, packages=pinned, version=version,
     )
     packages.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
-    driver = apt.packages(
+    driver = packages.held_at(
         name=f"Install NVIDIA driver {spec.nvidia_driver_version} ({spec.nvidia_kernel_modules} modules)",
-        packages=[f"{name}={version}" for name in driver_names],
-        allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True,
+        packages=driver_names, version=version,
     )
-    packages.held(name="Hold the driver packages", packages=driver_names)
 
     nouveau = files.put(
         name="Blacklist nouveau",
@@ -141,18 +139,14 @@ def nvidia() -> None:
     nvlink_fabric(spec, version, fabric_manager, driver_loaded)
     gpudirect_rdma(spec, driver_loaded)
     if spec.dcgm:
-        apt.packages(name=f"Install DCGM {spec.dcgm_version}",
-                     packages=[f"{name}={spec.dcgm_version}" for name in dcgm_packages(spec)],
-                     allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
-        packages.held(name="Hold DCGM", packages=dcgm_packages(spec))
+        packages.held_at(name=f"Install DCGM {spec.dcgm_version}", packages=dcgm_packages(spec),
+                         version=spec.dcgm_version)
         systemd.service(name="Enable DCGM", service=DCGM, running=True, enabled=True, _if=driver_loaded)
 
     toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
     packages.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
-    apt.packages(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
-                 packages=[f"{name}={spec.container_toolkit_version}" for name in container_toolkit_packages()],
-                 allow_downgrades=True, extra_install_args="--allow-change-held-packages", no_recommends=True)
-    packages.held(name="Hold the container toolkit", packages=container_toolkit_packages())
+    packages.held_at(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
+                     packages=container_toolkit_packages(), version=spec.container_toolkit_version)
     runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
     systemd.service(name="Restart Docker to load the nvidia runtime", service=DOCKER, restarted=True,
                     _if=runtime.did_change)

@@ -12,7 +12,7 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import files, systemd
 
 from ..escape import imex_nodes_file
 from ..facts.nvidia import FabricManager, NvSwitches
@@ -70,11 +70,8 @@ def imex_nodes(spec: GpuHostSpec) -> list[str]:
 def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_loaded: Callable[[], bool]) -> None:
     """Fabric manager (with NVLSM on NVLink 5) or none, and IMEX on NVLink domain trays, at `version`."""
     fabric = fabric_packages(spec, fabric_manager)
-    moved = apt.packages(name=f"Install the NVLink fabric's packages at the driver's version ({', '.join(fabric)})",
-                         packages=[f"{name}={version}" for name in fabric], allow_downgrades=True,
-                         extra_install_args="--allow-change-held-packages") if fabric else None
-    if fabric:
-        packages.held(name="Hold the NVLink fabric's packages", packages=fabric)
+    moved = packages.held_at(name=f"Install the NVLink fabric's packages at the driver's version ({', '.join(fabric)})",
+                             packages=fabric, version=version, no_recommends=False) if fabric else None
     if fabric_manager:
         systemd.service(name="Enable fabric manager", service=FABRIC_MANAGER, running=True, enabled=True,
                         _if=driver_loaded)

@@ -1,4 +1,5 @@
-"""Package operations pyinfra's apt lacks: holds, a refresh that cannot hang a deploy, and staging."""
+"""Package operations pyinfra's apt lacks: holds, exact versions held, a refresh that cannot hang a deploy, and
+staging."""
 
 from __future__ import annotations
 
@@ -38,6 +39,37 @@ def held(packages: list[str], present: bool = True):
         return
 
     yield StringCommand("apt-mark", "hold" if present else "unhold", *(QuoteString(package) for package in to_change))
+
+
+def held_at(name: str, packages: list[str], version: str, hold: list[str] | None = None, no_recommends: bool = True):
+    """
+    Install packages at one exact version, down or past an earlier hold if need be, then hold them there.
+
+    Two operations, and the install's is returned: whether the packages moved is what decides a reboot or a
+    restart after, and holding packages already at their version moves nothing.
+
+    + name: the install's name
+    + packages: names of the packages
+    + version: the exact package version of each
+    + hold: what to hold, if more than ``packages`` (a library that must not move apart from them)
+    + no_recommends: install without their Recommends
+
+    **Example:**
+
+    .. code:: python
+
+        driver = packages.held_at(
+            name="Install NVIDIA driver 580.126.09",
+            packages=["nvidia-driver", "nvidia-kernel-open-dkms"],
+            version="580.126.09-1",
+        )
+    """
+
+    installed = apt.packages(name=name, packages=[f"{package}={version}" for package in packages],
+                             no_recommends=no_recommends, allow_downgrades=True,
+                             extra_install_args="--allow-change-held-packages")
+    held(name=f"Hold {', '.join(hold or packages)}", packages=hold or packages)
+    return installed
 
 
 @operation()
