@@ -12,14 +12,16 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 from pyinfra.operations import files
 
 from k3ops.facts.storage import MDADM_CONF, BlockDeviceSignature, MdadmConfArrays, MdArrays, MountedFilesystem
+from k3ops.owned_files import replace_command
 
 RAID_MEMBER = "linux_raid_member"
 # At run time, since the array may have been made a moment ago: its ARRAY line from a member's superblock,
-# under our name, in place of any line of that name; then the initramfs, which assembles arrays at boot.
+# under our name, in place of any line of that name (mdadm.conf replaced by rename, k3ops.owned_files); then the
+# initramfs, which assembles arrays at boot.
 RECORD_ARRAY = (
     'line=$(mdadm --examine --brief "$2" | sed "s#^ARRAY [^ ]*#ARRAY $1#") && [ -n "$line" ] && '
-    '{ grep -v -E "^ARRAY[[:space:]]+$1([[:space:]]|$)" "$3" || true; echo "$line"; } > "$3.k3ops" && '
-    'mv "$3.k3ops" "$3" && update-initramfs -u')
+    f'{{ grep -v -E "^ARRAY[[:space:]]+$1([[:space:]]|$)" {MDADM_CONF} || true; echo "$line"; }} | '
+    f'{replace_command(MDADM_CONF, "644")} && update-initramfs -u')
 
 
 def _foreign(device: str, signature: dict) -> str:
@@ -107,7 +109,7 @@ def raid0_recorded(array_name: str, devices: list[str]):
         host.noop(f"{device} is in {MDADM_CONF} (UUID {recorded['uuid']})")
         return
     yield StringCommand("sh", "-c", QuoteString(RECORD_ARRAY), "record-array", QuoteString(device),
-                        QuoteString(devices[0]), MDADM_CONF)
+                        QuoteString(devices[0]))
 
 
 def _hex(array_uuid: str) -> str:
