@@ -55,9 +55,9 @@ def test_the_example_fleet_as_shipped_names_each_placeholder_to_replace(tmp_path
     assert "cpu-01: engine.api_key_file: ~/.config/k3ops/cpu-01.api-key does not exist on this controller" in result.stderr
 
 
-def test_the_readme_shows_what_validate_says_of_the_example_as_shipped(tmp_path):
-    readme = (REPO_ROOT / "README.md").read_text()
-    shown = readme.split("    $ k3ops validate inventory/prod.py\n", 1)[1].split("\n\n", 1)[0].splitlines()
+def test_the_docs_show_what_validate_says_of_the_example_as_shipped(tmp_path):
+    page = (REPO_ROOT / "docs" / "provisioning.md").read_text()
+    shown = page.split("    $ k3ops validate inventory/prod.py\n", 1)[1].split("\n\n", 1)[0].splitlines()
     result = validate(REPO_ROOT / "inventory" / "prod.py", tmp_path)
     said = result.stderr.splitlines()
     assert len(shown) > 3 and all(line.removeprefix("    ") in said for line in shown if line.strip() != "..."), said

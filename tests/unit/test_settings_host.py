@@ -169,14 +169,6 @@ def test_pyinfra_stops_on_bad_group_data_before_connecting(tmp_path):
     assert "Connecting to hosts" not in output
 
 
-def test_readme_documents_every_host_setting():
-    from k3ops.settings import settings_table
-
-    from ..conftest import REPO_ROOT
-
-    assert settings_table() in (REPO_ROOT / "README.md").read_text()
-
-
 def test_repository_source_lines_name_their_own_keyring():
     from k3ops.deploys.repositories import source_line
 

@@ -121,10 +121,11 @@ def address_form_errors(name: str, data: dict) -> list[str]:
     return errors
 
 
-def settings_table() -> str:
-    """The README's table of host settings, made from the specs so the two cannot disagree."""
+def settings_table(specs: tuple[type[BaseModel], ...] = SPECS) -> str:
+    """The docs' table of the specs' settings (default: every host setting), made from them so the two cannot
+    disagree; docs/hooks.py puts it in the settings page."""
     rows = ["| setting | default | meaning |", "|---|---|---|"]
-    for spec in SPECS:
+    for spec in specs:
         for name, field in spec.model_fields.items():
             if field.default_factory is not None:
                 default = "vendor repositories" if name == "repositories" else repr(field.default_factory())
