@@ -18,7 +18,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..engines.recipes import RECIPES
+from k3ops.engines.recipes import RECIPES
+
 from . import lab, state
 from .profiles import get_profile
 from .sim.host import HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING
