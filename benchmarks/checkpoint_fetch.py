@@ -24,7 +24,7 @@ from pathlib import Path
 
 from k3ops.onhost.checkpoint import verify
 from k3ops.onhost.checkpoint.manifest import FileEntry
-from k3ops.lab import hub, state
+from k3ops_lab import hub, state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))

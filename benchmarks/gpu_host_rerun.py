@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from k3ops.lab import state
+from k3ops_lab import state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from k3ops.lab import state
+from k3ops_lab import state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from k3ops.lab import state
+from k3ops_lab import state
 
 WARM_FOUR_HOST_TARGET_SECONDS = 120.0
 

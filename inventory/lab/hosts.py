@@ -6,8 +6,8 @@ It has a directory of its own so that pyinfra, which reads group data beside an 
 applies the example production fleet's inventory/group_data to the lab's groups.
 """
 
-from k3ops.lab.inventory import groups
 from k3ops.inventory import validate_inventory
+from k3ops_lab.inventory import groups
 
 globals().update(groups())
 validate_inventory(__file__)

@@ -1,7 +1,7 @@
 """The GPU models and server boards k3ops knows: what a deploy may expect of a host.
 
 Inventory data names a `hardware_profile`; the spec fills in or checks the host's GPU data from it, and
-the lab's simulated hosts are built on the same boards and models (`k3ops.lab.profiles` adds what its
+the lab's simulated hosts are built on the same boards and models (`k3ops_lab.profiles` adds what its
 simulator shows of them).
 """
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.lab import lab as lab_module
-from k3ops.lab import state
+from k3ops_lab import lab as lab_module
+from k3ops_lab import state
 
 from ..conftest import REPO_ROOT
 
@@ -66,7 +66,7 @@ def lab_inventory(path: Path, per_host: dict[str, dict] | None = None, **changes
     """An inventory file: the lab's, with `changes` to every host's data (dict values are merged into the lab's)
     and `per_host` values replacing some hosts' (None removes a key)."""
     path.write_text(
-        "from k3ops.lab.inventory import groups\n"
+        "from k3ops_lab.inventory import groups\n"
         "from k3ops.inventory import validate_inventory\n\n"
         f"CHANGES = {changes!r}\n"
         f"PER_HOST = {per_host or {}!r}\n\n"

@@ -4,9 +4,9 @@ import json
 import os
 from datetime import UTC, datetime
 
-from k3ops.lab.profiles import PROFILES
-from k3ops.lab.sim import nvidia_devices
-from k3ops.lab.sim.host import (AMDGPU_MODULE_VERSION, HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING, PACKAGE_VERSIONS,
+from k3ops_lab.profiles import PROFILES
+from k3ops_lab.sim import nvidia_devices
+from k3ops_lab.sim.host import (AMDGPU_MODULE_VERSION, HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING, PACKAGE_VERSIONS,
                                 ROCM_VERSION_FILE, SimHost)
 
 DRIVER = "580.105.08"

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from k3ops.escape import systemd_assignment, systemd_command
-from k3ops.lab import faults
 from k3ops.onhost import layout
+from k3ops_lab import faults
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
 from .conftest import (GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, lab_inventory, on_host, pyinfra,
@@ -195,7 +195,7 @@ def test_changing_the_driver_version_moves_driver_and_fabric_manager_together(la
     driver, its pin, its hold and fabric manager together, reboots, and the host checks agree."""
     inventory = tmp_path / "rollback.py"
     inventory.write_text(
-        "from k3ops.lab.inventory import groups\n"
+        "from k3ops_lab.inventory import groups\n"
         "from k3ops.inventory import validate_inventory\n\n"
         "globals().update({profile: [(name, {**data, 'nvidia_driver_version': '580.105.08'})\n"
         "                            for name, data in hosts if name == 'gpu-01']\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 
-from k3ops.lab import hub, services, state, wheelhouse
+from k3ops_lab import hub, services, state, wheelhouse
 
 from .conftest import k3ops, on_host
 

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from k3ops.doctor.runbooks import runbooks
-from k3ops.lab.faults import FAULTS
 from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER
+from k3ops_lab.faults import FAULTS
 
 from .conftest import k3ops, lab_inventory, on_host, pyinfra, reboot
 from .drills import assert_clean, doctor, run_steps

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 from k3ops import inventory
-from k3ops.lab import hub, services, state, wheelhouse
+from k3ops_lab import hub, services, state, wheelhouse
 
 from ..conftest import REPO_ROOT
 from .conftest import k3ops, on_host, pyinfra, reboot
@@ -203,7 +203,7 @@ def test_down_leaves_nothing_behind(lab):
     loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "BACK-FILE"], capture_output=True, text=True)
     assert f"{state.STATE_DIR}/" not in loops.stdout
     # This lab's processes (another lab, K3OPS_LAB_INSTANCE, may run beside it).
-    ours = f"--directory={state.STATE_DIR}/|k3ops.lab.supervisor|{services.APT_PROXY_SIGNATURE}"
+    ours = f"--directory={state.STATE_DIR}/|k3ops_lab.supervisor|{services.APT_PROXY_SIGNATURE}"
     assert subprocess.run(["pgrep", "-f", "--", ours]).returncode == 1
     assert subprocess.run(["ip", "link", "show", state.BRIDGE], capture_output=True).returncode != 0
     assert k3ops("lab", "down").returncode == 0

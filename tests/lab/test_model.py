@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from k3ops.lab import hub, state
 from k3ops.onhost import layout
 from k3ops.onhost.layout import ENGINE_UNIT
+from k3ops_lab import hub, state
 
 from ..conftest import REPO_ROOT
 from .conftest import changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host, pyinfra
@@ -207,7 +207,7 @@ def test_ipv6_peer_addresses_and_long_host_names_converge_and_serve(lab, tmp_pat
     addresses = {host.name: host.address6 for host in state.load().hosts}
     inventory = tmp_path / "ipv6.py"
     inventory.write_text(
-        "from k3ops.lab.inventory import groups\n"
+        "from k3ops_lab.inventory import groups\n"
         "from k3ops.inventory import validate_inventory\n\n"
         f"NAMES = {names!r}\n"
         f"ADDRESSES = {addresses!r}\n"

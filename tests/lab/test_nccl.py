@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from k3ops.lab import faults
+from k3ops_lab import faults
 
 from ..conftest import REPO_ROOT
 from .conftest import host_checks, k3ops, lab_inventory, on_host, pyinfra, pyinfra_command

@@ -9,9 +9,9 @@ import subprocess
 import threading
 import time
 
-from k3ops.lab import hub
-from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_SECRETS_FILE, ENGINE_UNIT, WATCHDOG_SERVICE
+from k3ops_lab import hub
+from k3ops_lab.inventory import groups
 
 from ..conftest import REPO_ROOT
 from .conftest import (COMMAND_TIMEOUT, changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host,

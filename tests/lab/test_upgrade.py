@@ -24,9 +24,9 @@ import pytest
 
 from k3ops.engines.units import engine_urls
 from k3ops.inventory import load
-from k3ops.lab import state
 from k3ops.onhost.layout import MAINTENANCE_MARKER
 from k3ops.settings import host_settings
+from k3ops_lab import state
 
 from ..conftest import REPO_ROOT
 from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra

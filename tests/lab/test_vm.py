@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from k3ops.doctor.runbooks import runbooks
-from k3ops.lab import faults, hub, network, registry, state
-from k3ops.lab.faults import FAULTS
-from k3ops.lab.inventory import groups
 from k3ops.onhost.layout import ENGINE_CONTAINER
+from k3ops_lab import faults, hub, network, registry, state
+from k3ops_lab.faults import FAULTS
+from k3ops_lab.inventory import groups
 
 from .conftest import (VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks, k3ops,
                        on_host, passed_checks, reboot)

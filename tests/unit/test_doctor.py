@@ -31,8 +31,8 @@ from k3ops.facts.maintenance import MaintenanceMarker
 from k3ops.facts.nvidia import (FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
 from k3ops.facts.units import UnitStates
-from k3ops.lab.inventory import LAB_HEADROOM_GIB
 from k3ops.onhost.layout import ENGINE_UNIT
+from k3ops_lab.inventory import LAB_HEADROOM_GIB
 
 ENGINE = {"recipe": "llama.cpp-gguf", "binary_url": "https://example.com/llama-server.tar.gz",
           "binary_sha256": "a" * 64, "model_file": "tiny-k3.gguf"}

@@ -3,7 +3,7 @@
 import pytest
 
 from k3ops.doctor.log_patterns import ENGINE_LOG_PATTERNS, FABRIC_MANAGER_LOG_PATTERNS, log_findings
-from k3ops.lab.sim.daemons import FM_VERSION_MISMATCH
+from k3ops_lab.sim.daemons import FM_VERSION_MISMATCH
 
 from ..conftest import REAL_FIXTURES, real_output
 

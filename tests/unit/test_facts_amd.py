@@ -3,8 +3,8 @@
 import pytest
 
 from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
-from k3ops.lab.sim import rocm_smi
-from k3ops.lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
+from k3ops_lab.sim import rocm_smi
+from k3ops_lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
 
 from ..conftest import real_output
 from .fact_commands import tool_arguments

@@ -18,10 +18,10 @@ from k3ops.facts.nvidia import (
     NvSwitches,
 )
 from k3ops.facts.util import PCI_DEVICES
-from k3ops.lab.profiles import PROFILES
-from k3ops.lab.sim import boot, nvidia_ctk, nvidia_smi
-from k3ops.lab.sim.host import NVML_LIBRARY
-from k3ops.lab.sim.sysfs import write_sysfs
+from k3ops_lab.profiles import PROFILES
+from k3ops_lab.sim import boot, nvidia_ctk, nvidia_smi
+from k3ops_lab.sim.host import NVML_LIBRARY
+from k3ops_lab.sim.sysfs import write_sysfs
 
 from ..conftest import real_output
 from .fact_commands import tool_arguments

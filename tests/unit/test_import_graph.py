@@ -1,6 +1,7 @@
 """k3ops's packages import one another in one direction only: no two of them, directly or through others,
-import each other (a circle makes a reader hold both at once and breaks imports in some orders). Read from
-the source itself. The lab, a layer above production, is left out here."""
+import each other (a circle makes a reader hold both at once and breaks imports in some orders); and none
+imports the lab (k3ops_lab, a distribution of its own above production, which an installed k3ops lacks).
+Read from the source itself."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections import defaultdict
 from ..conftest import REPO_ROOT
 
 SOURCE = REPO_ROOT / "src" / "k3ops"
-LEFT_OUT = {"lab"}
 
 
 def package_of(parts: tuple[str, ...]) -> str:
@@ -18,11 +18,11 @@ def package_of(parts: tuple[str, ...]) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def import_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = defaultdict(set)
+def imports() -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+    """Module -> the modules it imports (absolute names, relative imports resolved)."""
+    found: dict[tuple[str, ...], set[tuple[str, ...]]] = defaultdict(set)
     for path in SOURCE.rglob("*.py"):
         module = ("k3ops", *path.relative_to(SOURCE).with_suffix("").parts)
-        here = package_of(module)
         package = module[:-1]  # what a relative import is relative to
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
@@ -33,9 +33,17 @@ def import_graph() -> dict[str, set[str]]:
                 names = [tuple(alias.name.split(".")) for alias in node.names]
             else:
                 continue
-            for name in names:
-                if name[:1] == ("k3ops",) and len(name) > 1 and package_of(name) != here:
-                    graph[here].add(package_of(name))
+            found[module].update(names)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, names in imports().items():
+        here = package_of(module)
+        for name in names:
+            if name[:1] == ("k3ops",) and len(name) > 1 and package_of(name) != here:
+                graph[here].add(package_of(name))
     return graph
 
 
@@ -81,5 +89,12 @@ def test_the_reader_finds_the_imports_it_must():
 
 
 def test_no_packages_import_each_other():
-    graph = {package: imports - LEFT_OUT for package, imports in import_graph().items() if package not in LEFT_OUT}
-    assert circles(graph) == []
+    assert circles(import_graph()) == []
+
+
+def test_production_never_imports_the_lab():
+    found = imports()
+    assert ("k3ops", "cli", "__init__") in found and not any(module[:2] == ("k3ops", "lab") for module in found)
+    lab = {".".join(module): [".".join(name) for name in names if name[0] == "k3ops_lab" or name[:2] == ("k3ops", "lab")]
+           for module, names in found.items()}
+    assert {module: names for module, names in lab.items() if names} == {}

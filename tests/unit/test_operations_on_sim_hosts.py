@@ -10,9 +10,9 @@ from pyinfra_testing.util import FakeState, create_host
 
 from k3ops.facts.docker import DOCKER_DAEMON_CONFIG, DockerDaemonConfig
 from k3ops.facts.nvidia import CdiDevices, NvidiaGpus
-from k3ops.lab.sim import nvidia_ctk, nvidia_smi
-from k3ops.lab.sim.host import HARDWARE_DOCUMENT
 from k3ops.operations import nvidia
+from k3ops_lab.sim import nvidia_ctk, nvidia_smi
+from k3ops_lab.sim.host import HARDWARE_DOCUMENT
 
 from .fact_commands import tool_arguments
 from ..lab.fake_host import freeze_clock, nvidia_host, run, write

@@ -189,7 +189,7 @@ def test_every_example_host_gets_the_fleet_settings_and_no_lab_host_does(tmp_pat
     inventory, home = filled_in(tmp_path)
     script = (
         "import json, sys\n"
-        "import k3ops.lab.inventory as lab_inventory\n"
+        "import k3ops_lab.inventory as lab_inventory\n"
         "from k3ops.inventory import load\n"
         "lab_inventory.groups = lambda: {'b300': [('gpu-01', {'hardware_profile': 'b300x8'})]}\n"
         "print(json.dumps({'prod': {host.name: host.data.dict().get('ssh_key') for host in load(sys.argv[1])},\n"

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from k3ops.hardware import CUDA_BY_DRIVER_BRANCH
-from k3ops.lab.sim.host import CUDA_VERSION_BY_BRANCH
 from k3ops.settings import host_errors
 from k3ops.settings.host import GpuHostSpec
+from k3ops_lab.sim.host import CUDA_VERSION_BY_BRANCH
 
 H200 = {"hardware_profile": "h200x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA H200", "gpu_count": 8}
 MI355X = {"hardware_profile": "mi355x8", "gpu_vendor": "amd", "gpu_model": "AMD Instinct MI355X", "gpu_count": 8}

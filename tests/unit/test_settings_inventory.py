@@ -7,11 +7,11 @@ import sys
 import pytest
 from pyinfra.api import Inventory
 
-from k3ops.lab import inventory as lab_inventory
-from k3ops.lab import llama_server, registry, state
-from k3ops.lab.profiles import PROFILES
 from k3ops.inventory import address_errors, definition_errors, inventory_errors
 from k3ops.settings import host_errors
+from k3ops_lab import inventory as lab_inventory
+from k3ops_lab import llama_server, registry, state
+from k3ops_lab.profiles import PROFILES
 
 GPU_01 = ("gpu-01", {"ssh_hostname": "10.0.0.1"})
 GPU_02 = ("gpu-02", {"ssh_hostname": "10.0.0.2"})

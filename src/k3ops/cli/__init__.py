@@ -1,13 +1,20 @@
-"""The `k3ops` command line: one module per verb, each adding its own parser and handler."""
+"""The `k3ops` command line: one module per verb, each adding its own parser and handler.
+
+Other installed distributions add verbs of their own under the `k3ops.commands` entry point group (a
+`register(verbs)` function each): the lab's distribution adds `k3ops lab`, which k3ops itself neither
+ships nor imports.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 
-from . import check, doctor, lab, model, nccl, serve, upgrade, validate
+from . import check, doctor, model, nccl, serve, upgrade, validate
 
-VERBS = (lab, validate, check, nccl, doctor, model, serve, upgrade)
+VERBS = (validate, check, nccl, doctor, model, serve, upgrade)
+COMMANDS_GROUP = "k3ops.commands"
 # Bad input (k3ops.inventory.BadInput, invalid host data): argparse's usage error status, unless a verb
 # documents its own (`set_defaults(bad_input_exit=N)`, as the doctor's 3).
 BAD_INPUT_EXIT = 2
@@ -18,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     verbs = top.add_subparsers(dest="command", required=True)
     for verb in VERBS:
         verb.register(verbs)
+    for command in entry_points(group=COMMANDS_GROUP):
+        command.load()(verbs)
     return top
 
 

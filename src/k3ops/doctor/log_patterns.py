@@ -64,7 +64,7 @@ FABRIC_MANAGER_LOG_PATTERNS = {
     "nvswitch-non-fatal": r"detected NVSwitch non-fatal error",
     # Fabric manager's version differs from the loaded driver's: "fabric manager NVIDIA GPU driver interface
     # version 580.126.09 don't match with driver version 580.105.08" (FMGpuDriverVersionCheck; the lab's
-    # src/k3ops/lab/sim/daemons.py FM_VERSION_MISMATCH copies it).
+    # lab/src/k3ops_lab/sim/daemons.py FM_VERSION_MISMATCH copies it).
     "driver-version-mismatch": r"don't match with driver version",
 }
 

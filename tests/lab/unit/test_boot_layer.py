@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from k3ops.lab.sim import amd_smi, boot, nvidia_smi, rocm_smi
-from k3ops.lab.sim.host import KERNEL_MODULE_STAGING
+from k3ops_lab.sim import amd_smi, boot, nvidia_smi, rocm_smi
+from k3ops_lab.sim.host import KERNEL_MODULE_STAGING
 
 from ..fake_host import DRIVER, amd_host, bare_host, nvidia_host, run, write
 

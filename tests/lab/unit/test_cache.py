@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.lab import cache, image, state, vendor_repo, wheelhouse
+from k3ops_lab import cache, image, state, vendor_repo, wheelhouse
 
 GOOD = "usable\n"
 # A build that dies midway, as a `lab up` killed by the user or the machine.
 KILLED_BUILD = """
 import os, signal, sys
 from pathlib import Path
-from k3ops.lab import cache
+from k3ops_lab import cache
 
 def build(directory):
     (directory / "half").write_text("half of it")
@@ -34,7 +34,7 @@ cache.entry(Path(sys.argv[1]), "test entry", build, lambda directory: None)
 SLOW_BUILD = """
 import os, sys, time
 from pathlib import Path
-from k3ops.lab import cache
+from k3ops_lab import cache
 
 def build(directory):
     (Path(sys.argv[2]) / str(os.getpid())).write_text("")

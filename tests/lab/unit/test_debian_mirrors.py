@@ -1,6 +1,6 @@
 """The lab uses the controller's own Debian mirror, read from its apt sources."""
 
-from k3ops.lab import debian
+from k3ops_lab import debian
 
 
 def test_reads_deb822_and_one_line_sources(tmp_path, monkeypatch):

@@ -10,9 +10,9 @@ import pytest
 
 from k3ops.doctor.runbooks import runbooks
 from k3ops.facts.kernel_log import KernelXidEvents
-from k3ops.lab import faults
-from k3ops.lab.faults import FAULTS
-from k3ops.lab.profiles import get_profile
+from k3ops_lab import faults
+from k3ops_lab.faults import FAULTS
+from k3ops_lab.profiles import get_profile
 
 
 def test_every_lab_fault_has_a_runbook_that_drills_it():

@@ -1,6 +1,6 @@
 """The lab's llama-server artifact: exactly bin/llama-server, reproducibly packed, and a server that answers.
 
-The first run builds it from source (minutes, see k3ops.lab.llama_server); later runs reuse the cache.
+The first run builds it from source (minutes, see k3ops_lab.llama_server); later runs reuse the cache.
 """
 
 import contextlib
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.lab import hub, llama_server
+from k3ops_lab import hub, llama_server
 
 START_TIMEOUT_SECONDS = 120
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from k3ops.lab.profiles import PROFILES, get_profile
+from k3ops_lab.profiles import PROFILES, get_profile
 
 
 @pytest.mark.parametrize("name, vendor, count, fabric", [

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from k3ops.facts.fabric import XgmiLinks
-from k3ops.lab.sim import amd_smi, rocm_smi
-from k3ops.lab.sim.host import HARDWARE_DOCUMENT
+from k3ops_lab.sim import amd_smi, rocm_smi
+from k3ops_lab.sim.host import HARDWARE_DOCUMENT
 
 from ...conftest import real_output
 from ..fake_host import amd_host, run

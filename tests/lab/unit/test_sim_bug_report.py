@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 
-from k3ops.lab.sim import bug_report
+from k3ops_lab.sim import bug_report
 
 
 def test_the_report_is_gzipped_under_the_output_file_name_with_gz_appended(tmp_path, monkeypatch, capsys):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from k3ops.lab.sim import container_runtime
+from k3ops_lab.sim import container_runtime
 
 from ..fake_host import DRIVER, nvidia_host
 

@@ -3,8 +3,8 @@ NVLink 5 board without the subnet manager at its version, IMEX outside an NVLink
 
 import pytest
 
-from k3ops.lab.sim import daemons
-from k3ops.lab.sim.host import PACKAGE_VERSIONS
+from k3ops_lab.sim import daemons
+from k3ops_lab.sim.host import PACKAGE_VERSIONS
 
 from ..fake_host import nvidia_host, write
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from k3ops.lab.sim import infiniband
+from k3ops_lab.sim import infiniband
 
 from ...conftest import real_output
 from ..fake_host import bare_host, run

@@ -14,8 +14,8 @@ import types
 
 import pytest
 
-from k3ops.lab.sim import infiniband, nccl_tests
-from k3ops.lab.sim.host import HARDWARE_DOCUMENT
+from k3ops_lab.sim import infiniband, nccl_tests
+from k3ops_lab.sim.host import HARDWARE_DOCUMENT
 
 from ...conftest import REAL_FIXTURES
 from ..fake_host import nvidia_host, run, write

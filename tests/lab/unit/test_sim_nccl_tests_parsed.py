@@ -3,9 +3,9 @@
 import contextlib
 import io
 
-from k3ops.lab.sim import nccl_tests
-from k3ops.lab.sim.host import PACKAGE_VERSIONS
 from k3ops.nccl.report import busbw_at, parse, row_at, wrong_values
+from k3ops_lab.sim import nccl_tests
+from k3ops_lab.sim.host import PACKAGE_VERSIONS
 
 from ..fake_host import amd_host, nvidia_host, write
 

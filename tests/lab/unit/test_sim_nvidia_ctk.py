@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
-from k3ops.lab.sim import nvidia_ctk
-from k3ops.lab.sim.go_formats import go_toml
+from k3ops_lab.sim import nvidia_ctk
+from k3ops_lab.sim.go_formats import go_toml
 
 from ..fake_host import freeze_clock, nvidia_host, run
 

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from k3ops.lab.sim import dcgmi
+from k3ops_lab.sim import dcgmi
 
 from ...conftest import real_output
 from ..fake_host import nvidia_host, run

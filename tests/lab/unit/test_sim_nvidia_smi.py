@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from k3ops.facts.fabric import NvidiaFabricState
-from k3ops.lab.sim import daemons, nvidia_smi
-from k3ops.lab.sim.host import NVIDIA_MODULE_VERSION, PACKAGE_VERSIONS
+from k3ops_lab.sim import daemons, nvidia_smi
+from k3ops_lab.sim.host import NVIDIA_MODULE_VERSION, PACKAGE_VERSIONS
 
 from ...conftest import real_output
 from ..fake_host import freeze_clock, nvidia_host, run, write

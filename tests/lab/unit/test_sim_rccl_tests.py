@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from k3ops.lab.sim import nccl_tests
-from k3ops.lab.sim.host import AMDGPU_MODULE_VERSION, HARDWARE_DOCUMENT, PACKAGE_VERSIONS, ROCM_VERSION_FILE
+from k3ops_lab.sim import nccl_tests
+from k3ops_lab.sim.host import AMDGPU_MODULE_VERSION, HARDWARE_DOCUMENT, PACKAGE_VERSIONS, ROCM_VERSION_FILE
 
 from ...conftest import REAL_FIXTURES
 from ..fake_host import bare_host, freeze_clock, run, write

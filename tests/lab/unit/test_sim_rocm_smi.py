@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from k3ops.lab.sim import rocm_smi
+from k3ops_lab.sim import rocm_smi
 
 from ...conftest import real_output
 from ..fake_host import amd_host, run

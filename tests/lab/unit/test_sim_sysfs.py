@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from k3ops.lab.profiles import get_profile
-from k3ops.lab.sim.sysfs import DMI_TABLES, PCI_DEVICES, render_smbios, write_sysfs
+from k3ops_lab.profiles import get_profile
+from k3ops_lab.sim.sysfs import DMI_TABLES, PCI_DEVICES, render_smbios, write_sysfs
 
 needs_lspci = pytest.mark.skipif(shutil.which("lspci") is None, reason="pciutils is not installed")
 needs_dmidecode = pytest.mark.skipif(shutil.which("dmidecode") is None, reason="dmidecode is not installed")

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from k3ops.lab import hub
+from k3ops_lab import hub
 
 MAX_REVISION_BYTES = 4 * 1024 * 1024  # olah reads whole files into memory; the lab model stays tiny
 CHANGED_IN_REVISION_2 = {"config.json", "model-00002-of-00002.safetensors", "tiny-k3.gguf"}

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from k3ops.lab import state, vendor_repo
+from k3ops_lab import state, vendor_repo
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_every_tool_entry_point_names_a_real_simulator_function():
         for package in packages:
             for path, content in package.files.items():
                 for module, function in entry.findall(content):
-                    simulator = importlib.import_module(f"k3ops.lab.sim.{module}")
+                    simulator = importlib.import_module(f"k3ops_lab.sim.{module}")
                     assert callable(getattr(simulator, function, None)), f"{package.name}: {path}"
                     checked += 1
     assert checked >= 12

@@ -4,7 +4,7 @@ refuses, and needs the GPUs vLLM would (served end to end in the VM test, tests/
 import pytest
 
 from k3ops.engines.recipes import RECIPES, command_line
-from k3ops.lab import vllm_standin
+from k3ops_lab import vllm_standin
 
 VALUES = {"model_path": "/srv/k3ops/models/kimi-k3/current", "served_name": "kimi-k3", "host": "10.0.0.1",
           "port": "8000", "node_rank": "1", "head_address": "10.0.0.2"}

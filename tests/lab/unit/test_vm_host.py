@@ -11,8 +11,8 @@ import tarfile
 
 import pytest
 
-from k3ops.lab import faults, lab, state, vm
-from k3ops.lab.host_files import HostFile
+from k3ops_lab import faults, lab, state, vm
+from k3ops_lab.host_files import HostFile
 
 
 @pytest.mark.parametrize("count, backends, nvme, message", [
@@ -91,13 +91,13 @@ def test_a_second_lab_instance_shares_no_name_address_or_apt_cache_with_the_firs
     """What two labs at once on one controller would fight over, as each instance names it."""
     names = ("STATE_DIR", "SUBNET_PREFIX", "BRIDGE", "NETNS_PREFIX", "VETH_PREFIX", "TAP_PREFIX", "CGROUP",
              "APT_CACHE_DIR")
-    script = "from k3ops.lab import state; print(repr([str(getattr(state, n)) for n in %r]))" % (names,)
+    script = "from k3ops_lab import state; print(repr([str(getattr(state, n)) for n in %r]))" % (names,)
     values = {instance: eval(subprocess.run([sys.executable, "-c", script], env={**os.environ, "K3OPS_LAB_INSTANCE":
                                                                               instance}, capture_output=True, text=True,
                                             check=True).stdout) for instance in ("0", "1")}
     for first, second in zip(values["0"], values["1"], strict=True):
         assert first != second and not second.startswith(first + "/")
     assert len(f"{values['1'][names.index('VETH_PREFIX')]}gpu-01") <= 15  # a link name's limit
-    assert subprocess.run([sys.executable, "-c", "import k3ops.lab.state"], env={**os.environ,
+    assert subprocess.run([sys.executable, "-c", "import k3ops_lab.state"], env={**os.environ,
                           "K3OPS_LAB_INSTANCE": "12"}, capture_output=True, text=True).stderr.strip().endswith(
         "K3OPS_LAB_INSTANCE must be a number from 0 to 9, not '12'")

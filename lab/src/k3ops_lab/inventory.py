@@ -7,7 +7,8 @@ place of the real ones, the lab Hub's tiny model pinned at its first revision, a
 
 from __future__ import annotations
 
-from ..engines.recipes import RECIPES
+from k3ops.engines.recipes import RECIPES
+
 from . import hub, llama_server, registry, state, vendor_repo, wheelhouse
 from .profiles import get_profile
 from .services import vendor_repo_url

@@ -35,6 +35,7 @@ LAYOUT_LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin"
                 "usr/bin/python3": "python3.11", LOADER: f"../lib/x86_64-linux-gnu/{Path(LOADER).name}"}
 # The AMD recipe's `--group-add video --group-add render` name groups the image must have (as ROCm's images do).
 ETC = {"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\nvideo:x:44:\nrender:x:109:\n"}
+CREATED_BY = "k3ops lab (k3ops_lab.vllm_image)"  # the config's history: part of the digest, so of the cache key
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
 LAYER_TYPE = "application/vnd.docker.image.rootfs.diff.tar.gzip"
@@ -45,7 +46,7 @@ BLOBS = "blobs"
 def entry_path(base: Path) -> Path:
     """Where the image built from this base image, llama-server build and stand-in lives in the cache."""
     inputs = json.dumps([base.name, llama_server.sha256(), hashlib.sha256(STANDIN.read_bytes()).hexdigest(),
-                         STDLIB_LEFT_OUT, sorted(LAYOUT_LINKS.items()), sorted(ETC.items())])
+                         STDLIB_LEFT_OUT, sorted(LAYOUT_LINKS.items()), sorted(ETC.items()), CREATED_BY])
     return state.CACHE_DIR / "images" / f"vllm-standin-{hashlib.sha256(inputs.encode()).hexdigest()[:12]}"
 
 
@@ -145,7 +146,7 @@ def _build(image: Path, base: Path) -> None:
                    "Labels": {"org.opencontainers.image.description":
                               "k3ops lab: a stand-in for vllm/vllm-openai serving a GGUF with llama-server"}},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
-        "history": [{"created_by": "k3ops lab (src/k3ops/lab/vllm_image.py)"}],
+        "history": [{"created_by": CREATED_BY}],
     }, sort_keys=True).encode()
     parts = []
     for content, media_type in ((config, CONFIG_TYPE), (compressed.getvalue(), LAYER_TYPE)):

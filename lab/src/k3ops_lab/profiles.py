@@ -15,7 +15,7 @@ import hashlib
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 
-from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, GpuModel
+from k3ops.hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, GpuModel
 
 NVIDIA_VENDOR_ID = "0x10de"
 AMD_VENDOR_ID = "0x1002"

@@ -1,4 +1,4 @@
-"""`python -m k3ops.lab.supervisor HOST`: keeps one lab host's container running across reboots."""
+"""`python -m k3ops_lab.supervisor HOST`: keeps one lab host's container running across reboots."""
 
 import sys
 

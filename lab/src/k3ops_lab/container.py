@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import k3ops
+
 from . import state
 from .debian import Mirrors
 from .host_files import HARDWARE_UNIT, HARDWARE_UNIT_NAME, SIM_ON_HOST, host_files, new_ssh_host_keys
@@ -226,15 +228,21 @@ def start(host: state.LabHost) -> None:
     if supervisor_pid(host):
         return
     process = subprocess.Popen(
-        [sys.executable, "-m", "k3ops.lab.supervisor", host.name],
+        [sys.executable, "-m", "k3ops_lab.supervisor", host.name],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(paths(host)["console.log"], "ab"),
-        start_new_session=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        start_new_session=True, env={**os.environ, "PYTHONPATH": supervisor_path()},
     )
     paths(host)["supervisor.pid"].write_text(f"{process.pid}\n")
 
 
+def supervisor_path() -> str:
+    """The supervisor's PYTHONPATH: where this lab and the k3ops it imports were loaded from (two
+    distributions, in two source trees when installed from a checkout), however this process found them."""
+    return os.pathsep.join(dict.fromkeys((str(Path(__file__).parents[1]), str(Path(k3ops.__file__).parents[1]))))
+
+
 def supervisor_pid(host: state.LabHost) -> int | None:
-    return pid_from_file(paths(host)["supervisor.pid"], b"k3ops.lab.supervisor", host.name.encode())
+    return pid_from_file(paths(host)["supervisor.pid"], b"k3ops_lab.supervisor", host.name.encode())
 
 
 def running(host: state.LabHost) -> bool:

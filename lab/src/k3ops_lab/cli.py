@@ -1,4 +1,7 @@
-"""`k3ops lab up|status|ssh|link|fault|down`: the simulated GPU fleet on this machine."""
+"""`k3ops lab up|build|status|ssh|link|fault|down`: the simulated GPU fleet on this machine.
+
+The k3ops command adds this verb through the lab's `k3ops.commands` entry point (lab/pyproject.toml): an
+installed k3ops without the lab has no `lab` verb."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import json
 import os
 import sys
 
-from .output import add_json_flag, print_rows
+from k3ops.cli.output import add_json_flag, print_rows
 
 LAB_HOST_COLUMNS = [("HOST", lambda row: row["name"]), ("PROFILE", lambda row: row["profile"]),
                     ("BACKEND", lambda row: row["backend"]), ("ADDRESS", lambda row: row["address"]), ("STATE", lambda row: row["state"])]
@@ -59,7 +62,7 @@ def register(verbs) -> None:
 
 
 def lab_up(args) -> int:
-    from ..lab import lab
+    from . import lab
 
     if args.hosts < 1:
         args.parser.error("--hosts must be at least 1")
@@ -71,14 +74,14 @@ def lab_up(args) -> int:
 
 
 def lab_build(args) -> int:
-    from ..lab import lab
+    from . import lab
 
     lab.build(with_vm=args.vm)
     return 0
 
 
 def lab_status(args) -> int:
-    from ..lab import lab
+    from . import lab
 
     hosts = lab.status()
     if args.json:
@@ -92,7 +95,7 @@ def lab_status(args) -> int:
 
 def lab_host(verb: str, name: str):
     """The running lab's host of that name, or None after saying why on stderr."""
-    from ..lab import state
+    from . import state
 
     current = state.load()
     if current is None:
@@ -106,7 +109,7 @@ def lab_host(verb: str, name: str):
 
 
 def lab_ssh(args) -> int:
-    from ..lab import lab
+    from . import lab
 
     host = lab_host("ssh", args.host)
     if host is None:
@@ -118,7 +121,7 @@ def lab_ssh(args) -> int:
 
 
 def lab_link(args) -> int:
-    from ..lab import network
+    from . import network
 
     host = lab_host("link", args.host)
     if host is None:
@@ -129,7 +132,7 @@ def lab_link(args) -> int:
 
 
 def lab_fault(args) -> int:
-    from ..lab import faults
+    from . import faults
 
     if args.list:
         if args.host or args.clear:
@@ -158,7 +161,7 @@ def lab_fault(args) -> int:
 
 
 def lab_down(args) -> int:
-    from ..lab import lab
+    from . import lab
 
     lab.down()
     return 0

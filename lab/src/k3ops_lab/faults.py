@@ -18,8 +18,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..engines.recipes import RECIPES
-from ..vendor_units import FABRIC_MANAGER, PERSISTENCED
+from k3ops.engines.recipes import RECIPES
+from k3ops.vendor_units import FABRIC_MANAGER, PERSISTENCED
+
 from . import lab, state
 from .profiles import get_profile
 from .sim.host import HARDWARE_DOCUMENT, KERNEL_MODULE_STAGING

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..deploys.checkpoint import HUGGINGFACE_HUB
+from k3ops.deploys.checkpoint import HUGGINGFACE_HUB
+
 from . import cache, state
 from .services import vendor_repo_url
 

@@ -221,7 +221,7 @@ def _check_revisions(repo: Path) -> None:
     built = tuple(_git(repo, "rev-list", "--reverse", "main").split())
     if built != TINY_MODEL_REVISIONS:
         raise RuntimeError(f"the tiny model's commits are {built}, not those of TINY_MODEL_REPLIES {TINY_MODEL_REVISIONS}: "
-                           "its files changed, so update TINY_MODEL_REPLIES in k3ops/lab/hub.py")
+                           "its files changed, so update TINY_MODEL_REPLIES in lab/src/k3ops_lab/hub.py")
 
 
 def _git(repo: Path, *args: str, date: str | None = None) -> str:
