@@ -2,7 +2,8 @@
 
 Other installed distributions add verbs of their own under the `k3ops.commands` entry point group (a
 `register(verbs)` function each): the lab's distribution adds `k3ops lab`, which k3ops itself neither
-ships nor imports.
+ships nor imports. One that fails to load is named on stderr and left out: the doctor still runs during an
+incident when a plugin is broken.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ def parser() -> argparse.ArgumentParser:
     for verb in VERBS:
         verb.register(verbs)
     for command in entry_points(group=COMMANDS_GROUP):
-        command.load()(verbs)
+        try:
+            command.load()(verbs)
+        except Exception as error:  # noqa: BLE001: another distribution's bug must not take k3ops' own verbs down
+            print(f"k3ops: the {command.name!r} verb of {command.value} is left out: it failed to load: "
+                  f"{type(error).__name__}: {error}", file=sys.stderr)
     return top
 
 
