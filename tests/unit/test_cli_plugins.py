@@ -1,5 +1,5 @@
 """Verbs that other distributions add (the `k3ops.commands` entry points) load beside k3ops' own, and one that
-fails to load is named and left out: k3ops' own verbs keep working."""
+fails to load is named and left out: k3ops' own verbs keep working. A command loads only the verb it names."""
 
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ def test_a_plugin_adds_its_verb(tmp_path):
     distribution(tmp_path, "hello_plugin", "hello = hello_plugin:register")
     result = k3ops(tmp_path, "hello")
     assert result.returncode == 0 and result.stdout == "hello\n", result.stderr
+    assert "hello" in k3ops(tmp_path, "--help").stdout
+
+
+def test_a_verb_imports_what_it_runs_and_no_more(tmp_path):
+    """The plugin's verb runs without k3ops' own verbs, or pyinfra, imported."""
+    (tmp_path / "hello_plugin.py").write_text(PLUGIN.replace(
+        'print("hello")', 'print(sorted(name for name in __import__("sys").modules if name.startswith(("pyinfra", '
+        '"k3ops.cli."))))'))
+    distribution(tmp_path, "hello_plugin", "hello = hello_plugin:register")
+    result = k3ops(tmp_path, "hello")
+    assert result.returncode == 0 and result.stdout == "[]\n", result.stdout + result.stderr
 
 
 def test_a_plugin_that_fails_to_load_leaves_k3ops_own_verbs_working(tmp_path):
@@ -42,8 +53,9 @@ def test_a_plugin_that_fails_to_load_leaves_k3ops_own_verbs_working(tmp_path):
     distribution(tmp_path, "broken_plugin", "broken = broken_plugin:register")
     inventory = tmp_path / "fleet.py"
     inventory.write_text("hosts = [('gpu-01', {'hardware_profile': 'cpu'})]\n")
-    result = k3ops(tmp_path, "validate", str(inventory))
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert k3ops(tmp_path, "validate", str(inventory)).returncode == 0
+    listed = k3ops(tmp_path, "--help")  # every verb's parser, so the plugin's too
+    assert listed.returncode == 0 and "validate" in listed.stdout and "broken" not in listed.stdout
     assert "the 'broken' verb of broken_plugin:register is left out: it failed to load: ImportError: " \
-           "a missing dependency" in result.stderr
+           "a missing dependency" in listed.stderr
     assert k3ops(tmp_path, "broken").returncode == 2  # an unknown verb, as without the plugin

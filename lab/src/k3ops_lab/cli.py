@@ -109,12 +109,12 @@ def lab_host(verb: str, name: str):
 
 
 def lab_ssh(args) -> int:
-    from . import lab
+    from . import state
 
     host = lab_host("ssh", args.host)
     if host is None:
         return 2
-    command = lab.ssh_command(host, args.command)
+    command = state.ssh_command(host, args.command)
     if sys.stdin.isatty() and not args.command:
         command.insert(1, "-t")
     os.execvp(command[0], command)

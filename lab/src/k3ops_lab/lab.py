@@ -159,14 +159,9 @@ def reboot(host: state.LabHost) -> None:
     raise LabError(f"{host.name} did not come back within {timeout:.0f}s; see {console_log(host)}")
 
 
-def ssh_command(host: state.LabHost, command: list[str]) -> list[str]:
-    return ["ssh", "-i", str(state.ssh_key()), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
-            f"root@{host.address}", *command]
-
-
 def ssh(host: state.LabHost, command: list[str], capture: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(ssh_command(host, command), capture_output=capture, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.run(state.ssh_command(host, command), capture_output=capture, text=True,
+                          stdin=subprocess.DEVNULL)
 
 
 def status() -> list[dict]:

@@ -99,6 +99,14 @@ def ssh_key() -> Path:
     return CACHE_DIR / "ssh" / "id_ed25519"
 
 
+def ssh_command(host: LabHost, command: list[str]) -> list[str]:
+    """ssh as root to a lab host with the lab's key. Here, beside the key, so that `k3ops lab ssh` imports no more
+    than this module."""
+    return ["ssh", "-i", str(ssh_key()), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+            f"root@{host.address}", *command]
+
+
 def api_key() -> Path:
     """The API key the lab's engines require (in the cache, beside the SSH key)."""
     return CACHE_DIR / "ssh" / "engine-api-key"
