@@ -90,8 +90,9 @@ class TimedOutput:
 
 
 def installing(host: str) -> bool:
-    """The host is in the middle of an apt install the deploy started."""
-    return on_host(host, "pgrep -f 'apt-get.* install' >/dev/null", check=False).returncode == 0
+    """The host is in the middle of an apt install the deploy started. ([a]pt-get: the pattern must not match the
+    shell that runs pgrep, whose own command line holds it.)"""
+    return on_host(host, "pgrep -f '[a]pt-get.* install' >/dev/null", check=False).returncode == 0
 
 
 def test_a_host_cut_mid_deploy_fails_alone_and_a_rerun_converges(lab, tmp_path):
