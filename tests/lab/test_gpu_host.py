@@ -66,6 +66,9 @@ def test_deploy_converges_and_keeps_existing_runtime_settings(lab):
     on_host("gpu-01", "mkdir -p /etc/docker && echo '{\"log-driver\": \"journald\"}' > /etc/docker/daemon.json")
     report = deploy()
     assert changed_operations(report)
+    # Every vendor's source and pin goes in first, then apt's lists are read again once (each time costs seconds).
+    refreshes = [name for name in changed_operations(report) if "Refresh apt" in name]
+    assert len(refreshes) == 1, refreshes
     daemon = json.loads(on_host("gpu-01", "cat /etc/docker/daemon.json").stdout)
     assert daemon["log-driver"] == "journald" and "nvidia" in daemon["runtimes"]
 

@@ -33,7 +33,7 @@ from k3ops_lab.faults import FAULTS
 from k3ops_lab.inventory import groups
 
 from .conftest import (VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks, k3ops,
-                       on_host, passed_checks, reboot)
+                       on_host, passed_checks)
 from .drills import assert_clean, doctor, run_steps
 
 LAB_PROFILES = ("b300x8",)
@@ -45,7 +45,7 @@ GPUS = 8
 PEERMEM_CHECK = ("-k", "gpudirect")
 CACHE = "/srv/k3ops/models"
 ARRAY = "/dev/md/k3ops-models"
-MARKER = f"{CACHE}/.k3ops-lab-before-reboot"
+MARKER = f"{CACHE}/.k3ops-lab-before-reboots"
 PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
 # The runbooks whose faults only a host with a kernel of its own shows: the driver's Xids in its kernel log.
 VM_DRILLED = sorted(book.id for book in runbooks().values() if book.drilled_on_vm)
@@ -108,15 +108,26 @@ def test_the_peermem_check_fails_once_the_module_is_unloaded(deployed):
     assert host_checks(INVENTORY, *PEERMEM_CHECK, checks="tests/hosts/test_nvidia.py").returncode == 0
 
 
+@pytest.fixture(scope="module")
+def before_the_reboots(deployed) -> dict:
+    """The host as it was before the drills' reboots (each drill's Remedy reboots it through GRUB): what
+    test_after_the_drills_reboots_the_driver_and_the_array_come_back finds again after them. The doctor finds
+    the deployed host clean."""
+    assert_clean(INVENTORY)
+    on_host(HOST, f"echo kept > {MARKER}")
+    return {"array": array()["MD_UUID"], "boot_id": on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout,
+            "grub_boots": grub_boots(HOST), "started": time.monotonic()}
+
+
 @pytest.mark.parametrize("runbook", VM_DRILLED)
-def test_drill(deployed, runbook):
+def test_drill(before_the_reboots, runbook):
     """A runbook whose fault shows in the kernel's log, drilled as tests/lab/test_incidents.py drills the others:
     the stand-in driver logs the fault's Xid into this kernel's log, the doctor names exactly that runbook from
     it, and the runbook's own Remedy (its bug report taken before the reboot) and Verify bring the host back."""
     fault = FAULTS[runbooks()[runbook].lab_fault]
     hardware = json.loads(on_host(HOST, f"cat {faults.HARDWARE}").stdout)
     pci = hardware["gpus"][faults.FAULTY_GPU]["pci_bus_id"].rsplit(".", 1)[0]
-    assert_clean(INVENTORY)
+    # The host is clean here: before_the_reboots found it so, and every drill ends clean.
     k3ops("lab", "fault", HOST, fault.name)
     try:
         status, hosts = doctor(INVENTORY)
@@ -197,22 +208,19 @@ def test_the_engine_answers_with_the_key_and_refuses_without(deployed):
     assert chat("not-the-key")[0] == 401
 
 
-def test_after_a_reboot_through_grub_the_driver_and_the_array_come_back(deployed):
-    """A real reboot (firmware, GRUB, the kernel): the kernel loads the driver and modules-load.d its peermem,
-    udev assembles the array, systemd mounts it from fstab by UUID with its data; the old boot's Xid is gone."""
-    before = array()["MD_UUID"]
-    on_host(HOST, f"echo kept > {MARKER}")
-    boot_id, boots = on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout, grub_boots(HOST)
-    started = time.monotonic()
-    reboot(HOST)
-    assert on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout != boot_id
-    # A new kernel, booted since the reboot began (not a restarted container, whose uptime is the controller's).
-    assert float(on_host(HOST, "cut -d' ' -f1 /proc/uptime").stdout) < time.monotonic() - started
-    assert grub_boots(HOST) == boots + 1
+def test_after_the_drills_reboots_the_driver_and_the_array_come_back(deployed, before_the_reboots):
+    """Real reboots, one per drill (firmware, GRUB, the kernel): the kernel loads the driver and modules-load.d
+    its peermem, udev assembles the array, systemd mounts it from fstab by UUID with its data; the old boot's
+    Xid is gone. The drills' own reboots are these: a reboot of its own would cost this module minutes of TCG."""
+    before = before_the_reboots
+    assert VM_DRILLED and on_host(HOST, "cat /proc/sys/kernel/random/boot_id").stdout != before["boot_id"]
+    # A new kernel, booted since the reboots began (not a restarted container, whose uptime is the controller's).
+    assert float(on_host(HOST, "cut -d' ' -f1 /proc/uptime").stdout) < time.monotonic() - before["started"]
+    assert grub_boots(HOST) == before["grub_boots"] + len(VM_DRILLED)
     assert driver_version() == deployed["driver"]
     assert "nvidia_peermem" in on_host(HOST, "lsmod").stdout
     assert "NVRM: Xid" not in on_host(HOST, "journalctl -k -b -o cat").stdout
-    assert array()["MD_UUID"] == before
+    assert array()["MD_UUID"] == before["array"]
     source = on_host(HOST, f"findmnt -n -o SOURCE,FSTYPE {CACHE}").stdout.split()
     assert source[1] == "xfs" and on_host(HOST, f"readlink -f {source[0]}").stdout == \
         on_host(HOST, f"readlink -f {ARRAY}").stdout

@@ -36,8 +36,10 @@ def kernel_headers(running: str, installed: dict[str, list[str]]) -> list[str]:
 
 
 @deploy("GPU host base")
-def base() -> None:
-    packages.update(name="Refresh apt lists older than an hour", cache_time=3600)
+def base(sources_change: bool) -> None:
+    """sources_change: the host's vendor apt sources or pins change in this deploy (added before this)."""
+    packages.update(name="Refresh apt lists older than an hour or whose sources changed", cache_time=3600,
+                    sources_change=sources_change)
     files.template(
         name="Keep unattended-upgrades away from the GPU stack",
         src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),

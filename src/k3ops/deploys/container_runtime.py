@@ -5,10 +5,9 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt, systemd
-from pyinfra.operations.util import any_changed
 
-from ..operations import packages
 from ..settings import host_settings
+from ..settings.host import GpuHostSpec
 from ..vendor_units import DOCKER
 from .repositories import signed_repository
 
@@ -18,12 +17,14 @@ DOCKER_PACKAGES = {"distribution": ["docker.io", "apparmor"],
                    "vendor": ["docker-ce", "docker-ce-cli", "containerd.io", "apparmor"]}
 
 
+def docker_sources(spec: GpuHostSpec) -> list:
+    """Docker's repository, where the spec takes Docker from it."""
+    return signed_repository("docker", spec.repository("docker")) if spec.docker_source == "vendor" else []
+
+
 @deploy("Container runtime")
 def container_runtime() -> None:
     spec = host_settings(host).gpu
-    if spec.docker_source == "vendor":
-        repository = signed_repository("docker", spec.repository("docker"))
-        packages.update(name="Refresh apt after the Docker repository changed", _if=any_changed(*repository))
     apt.packages(name=f"Install Docker Engine ({spec.docker_source})", packages=DOCKER_PACKAGES[spec.docker_source],
                  no_recommends=True)
     systemd.service(name="Run Docker", service=DOCKER, running=True, enabled=True)

@@ -9,7 +9,6 @@ import ipaddress
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt, files
-from pyinfra.operations.util import any_changed
 
 from ..escape import authorized_keys_line
 from ..facts.network import RdmaNics
@@ -17,6 +16,7 @@ from ..onhost import layout
 from ..operations import owned_files, packages
 from ..settings import host_settings
 from ..settings.fabric import FabricCheckSpec
+from ..settings.host import GpuHostSpec
 from . import TEMPLATES, fleet
 from .fleet_keys import ensure_fleet_key
 from .repositories import signed_repository
@@ -30,6 +30,13 @@ MPI_KEYS_HEADER = ("# Managed by k3ops: the fleet's MPI launch key, for the fabr
                    "# (no forwarding, no terminal, from the fleet's addresses when all are IP addresses).\n")
 
 
+def doca_sources(spec: GpuHostSpec) -> list:
+    """NVIDIA's DOCA repository, for the RDMA port tools of a GPU host with RDMA NICs."""
+    if spec.gpu_vendor is None or not host.get_fact(RdmaNics):
+        return []
+    return signed_repository("doca", spec.repository("doca"))
+
+
 @deploy("Fabric check tools")
 def nccl_tests() -> None:
     settings = host_settings(host)
@@ -38,8 +45,6 @@ def nccl_tests() -> None:
         host.noop("no GPUs: no fabric to check")
         return
     if host.get_fact(RdmaNics):
-        repository = signed_repository("doca", spec.repository("doca"))
-        packages.update(name="Refresh apt after the DOCA repository changes", _if=any_changed(*repository))
         apt.packages(name="RDMA port tools (ibstat, ibv_devinfo)", packages=RDMA_TOOLS, no_recommends=True)
     apt.packages(name="OpenMPI, which launches the tests across hosts", packages=MPI_PACKAGES, no_recommends=True)
     if spec.gpu_vendor == "nvidia":

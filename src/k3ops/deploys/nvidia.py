@@ -12,7 +12,6 @@ from pyinfra import host
 from pyinfra.api import DeployError, deploy
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
-from pyinfra.operations.util import any_changed
 
 from ..facts.nvidia import NvidiaKernelModule
 from ..onhost.layout import ENGINE_UNIT
@@ -94,6 +93,18 @@ def staged_driver() -> None:
     packages.downloaded(name=f"Stage NVIDIA driver {spec.nvidia_driver_version}", packages=staged_packages(spec))
 
 
+def nvidia_sources(spec: GpuHostSpec) -> list:
+    """The CUDA repository with the driver's pin, and the container toolkit's repository."""
+    pinned = driver_packages(spec) + fabric_packages(spec, wants_fabric_manager(spec))
+    pin = files.template(
+        name="Pin the driver packages to the exact release",
+        src=str(TEMPLATES / "apt" / "nvidia-driver-pin.pref.j2"),
+        dest=PIN_FILE, packages=pinned, version=package_version(spec),
+    )
+    return [*signed_repository("cuda", spec.repository("cuda")), pin,
+            *signed_repository("container_toolkit", spec.repository("container_toolkit"))]
+
+
 @deploy("NVIDIA GPU host")
 def nvidia() -> None:
     spec = host_settings(host).gpu
@@ -101,18 +112,10 @@ def nvidia() -> None:
     version = package_version(spec)
     driver_names = driver_packages(spec)
     fabric_manager = wants_fabric_manager(spec)
-    pinned = driver_names + fabric_packages(spec, fabric_manager)
 
     loaded = host.get_fact(NvidiaKernelModule)
     refuse_driver_change_while_serving(spec, (loaded or {}).get("version"))
 
-    repository = signed_repository("cuda", spec.repository("cuda"))
-    pin = files.template(
-        name="Pin the driver packages to the exact release",
-        src=str(TEMPLATES / "apt" / "nvidia-driver-pin.pref.j2"),
-        dest=PIN_FILE, packages=pinned, version=version,
-    )
-    packages.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repository, pin))
     driver = packages.held_at(
         name=f"Install NVIDIA driver {spec.nvidia_driver_version} ({spec.nvidia_kernel_modules} modules)",
         packages=driver_names, version=version,
@@ -143,8 +146,6 @@ def nvidia() -> None:
                          version=spec.dcgm_version)
         systemd.service(name="Enable DCGM", service=DCGM, running=True, enabled=True, _if=driver_loaded)
 
-    toolkit_repository = signed_repository("container_toolkit", spec.repository("container_toolkit"))
-    packages.update(name="Refresh apt after the toolkit repository changed", _if=any_changed(*toolkit_repository))
     packages.held_at(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                      packages=container_toolkit_packages(), version=spec.container_toolkit_version)
     runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")

@@ -37,23 +37,27 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
             ("rocm rocm-* amd-smi-lib hip-* rccl*", f"{spec.rocm_release}.*")]
 
 
-@deploy("AMD GPU host")
-def rocm() -> None:
-    spec = host_settings(host).gpu
-    refuse_unsigned_modules(spec)
-    repositories = signed_repository("amdgpu", spec.repository("amdgpu")) + signed_repository(
-        "rocm", spec.repository("rocm"))
+def rocm_sources(spec: GpuHostSpec) -> list:
+    """The amdgpu and ROCm repositories of the spec's release, and the pin that holds every package to it."""
     pin = files.template(name=f"Pin ROCm to release {spec.rocm_release}",
                          src=str(TEMPLATES / "apt" / "rocm-pin.pref.j2"), dest=PIN_FILE, mode="644",
                          pins=rocm_pins(spec), release=spec.rocm_release)
-    packages.update(name="Refresh apt after repository or pin changes", _if=any_changed(*repositories, pin))
+    return [*signed_repository("amdgpu", spec.repository("amdgpu")),
+            *signed_repository("rocm", spec.repository("rocm")), pin]
+
+
+@deploy("AMD GPU host")
+def rocm(sources: list) -> None:
+    """sources: the operations of rocm_sources, run before this: a new release moves what is installed."""
+    spec = host_settings(host).gpu
+    refuse_unsigned_modules(spec)
     installed = apt.packages(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
                              no_recommends=True, extra_install_args="--allow-change-held-packages")
     moved = server.shell(
         name=f"Move installed ROCm packages to release {spec.rocm_release}",
         commands=[StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--allow-downgrades",
                                 "--allow-change-held-packages", *(QuoteString(name) for name in ROCM_PACKAGES))],
-        _if=lambda: pin.did_change() and not installed.did_change(),
+        _if=lambda: any_changed(*sources)() and not installed.did_change(),
     )
     packages.held(name="Hold the amdgpu driver", packages=["amdgpu-dkms"])
     for group in ("render", "video"):  # udev makes them on most hosts; a minimal image may lack render

@@ -73,7 +73,7 @@ def held_at(name: str, packages: list[str], version: str, hold: list[str] | None
 
 
 @operation()
-def update(cache_time: int | None = None):
+def update(cache_time: int | None = None, sources_change: bool = False):
     """
     Refresh the apt lists like ``apt.update``, with each attempt bounded in time and retried.
 
@@ -81,6 +81,7 @@ def update(cache_time: int | None = None):
     fail the attempt, not hang every later operation on the host.
 
     + cache_time: skip the refresh when the lists are younger than this many seconds
+    + sources_change: refresh whatever the lists' age: an apt source or pin changes before this runs
 
     **Example:**
 
@@ -90,6 +91,11 @@ def update(cache_time: int | None = None):
     """
 
     bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
+    if sources_change:
+        yield " || ".join([bounded] * UPDATE_ATTEMPTS)
+        if cache_time:
+            yield f"touch {apt.APT_UPDATE_FILENAME}"  # the age cache_time reads, as apt.update keeps it
+        return
     for command in apt.update._inner(cache_time=cache_time):
         yield " || ".join([bounded] * UPDATE_ATTEMPTS) if command == "apt-get update" else command
 
