@@ -33,6 +33,16 @@ def binary(artifact, tmp_path_factory) -> Path:
     return unpacked / "bin" / "llama-server"
 
 
+def test_the_binary_needs_no_cpu_feature_past_the_x86_64_baseline(binary):
+    """A VM lab host's TCG CPU is qemu64: an AVX instruction there (VEX-encoded, on ymm or xmm registers) would
+    kill the engine with SIGILL in the middle of a test."""
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(binary)], check=True, capture_output=True,
+                             text=True).stdout
+    vex = [line for line in listing.splitlines() if "\t" in line and line.split("\t")[-1].startswith("v")
+           and ("%ymm" in line or "%xmm" in line)]
+    assert vex == [], vex[:5]
+
+
 def test_the_archive_holds_exactly_the_binary(artifact):
     with tarfile.open(artifact / llama_server.ARCHIVE) as archive:
         members = archive.getmembers()
