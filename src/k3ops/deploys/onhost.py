@@ -8,13 +8,14 @@ from pyinfra.operations import files
 
 from .. import onhost
 from ..onhost import layout
+from ..operations import trees
 from . import TEMPLATES
 
 
 def onhost_package() -> None:
-    """The package, synced whole: the checkpoint store and the watchdog import its layout."""
-    files.sync(name=f"Install k3ops' host-side package ({layout.ONHOST_PACKAGE})", src=str(Path(onhost.__file__).parent),
-               dest=f"{layout.LIBRARY}/{layout.ONHOST_PACKAGE}", delete=True, exclude=["*.pyc", "__pycache__"])
+    """The package, copied whole: the checkpoint store and the watchdog import its layout."""
+    trees.copied(name=f"Install k3ops' host-side package ({layout.ONHOST_PACKAGE})",
+                 src=str(Path(onhost.__file__).parent), dest=f"{layout.LIBRARY}/{layout.ONHOST_PACKAGE}")
 
 
 def onhost_command(path: str, template: str):

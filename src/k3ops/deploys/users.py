@@ -7,10 +7,10 @@ the fabric check's result, the watchdog's state).
 
 from __future__ import annotations
 
-from pyinfra.operations import files, server
+from pyinfra.operations import files
 
 from ..onhost import layout
-from ..operations import owned_files
+from ..operations import owned_files, users
 
 
 def state_directory() -> None:
@@ -24,5 +24,4 @@ def state_directory() -> None:
 def system_user(name: str, why: str, shell: str = "/usr/sbin/nologin", groups: list[str] | None = None) -> None:
     """A system user with a group of its name and its home at layout.home(name); `why` names it in the log."""
     state_directory()
-    server.user(name=f"{why} {name}", user=name, system=True, shell=shell, home=layout.home(name), create_home=True,
-                groups=groups)
+    users.system_user(name=f"{why} {name}", user=name, home=layout.home(name), shell=shell, groups=groups)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import shlex
 from io import StringIO
+from typing import IO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import FindLinks
 
 from k3ops.facts.owned_files import OwnedDirectory, OwnedFile, PrivateDirectory
-from k3ops.owned_files import replace_command
 from k3ops.onhost.layout import STATE_DIR, UPLOAD_DIR
+from k3ops.owned_files import replace_command
 
 
 @operation()
@@ -43,12 +44,19 @@ def file(path: str, content: str, owner: str = "root", mode: str = "600"):
     if host.get_fact(OwnedFile, path=path) == wanted:
         host.noop(f"{path} is up to date")
         return
-    staged = f"{UPLOAD_DIR}/{hashlib.sha256(path.encode()).hexdigest()[:32]}"
+    staged = yield from staged_upload(StringIO(content), path)
+    yield f"{replace_command(path, mode, owner)} < {staged}; status=$?; rm -f {staged}; exit $status"
+
+
+def staged_upload(content: IO, destination: str):
+    """The commands that upload ``content`` to root's 0700 staging directory, under a name of its
+    ``destination``; returns the staged path, which the caller's next command consumes and removes."""
+    staged = f"{UPLOAD_DIR}/{hashlib.sha256(destination.encode()).hexdigest()[:32]}"
     yield f"install -d -o root -g root -m 755 {STATE_DIR} && install -d -o root -g root -m 700 {UPLOAD_DIR}"
     staging = (host.current_op_global_arguments or {}).get("_temp_dir")  # where pyinfra stages under sudo
-    yield FileUploadCommand(StringIO(content), staged,
+    yield FileUploadCommand(content, staged,
                             remote_temp_filename=host.get_temp_filename(staged, temp_directory=staging))
-    yield f"{replace_command(path, mode, owner)} < {staged}; status=$?; rm -f {staged}; exit $status"
+    return staged
 
 
 @operation()
