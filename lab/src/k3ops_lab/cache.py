@@ -8,6 +8,11 @@ own modules) is rebuilt. A failed build or check is shown and tried once more, s
 a new machine can fail for a passing reason (a download); a second failure stops, naming the cache and
 the step. One builder at a time per entry (a lock file beside it): a second `lab up` or test session
 waits for the first, then reuses what it built.
+
+Lab instances share the cache (K3OPS_LAB_INSTANCE), so an entry one lab rebuilds may be in use by another: the
+hub's olah runs from its venv. A broken entry is replaced only once its new build has passed its check, by a
+rename, and a replaced build that a running process still uses (its command line, working directory or mapped
+files) is kept until a later `lab up` or `lab build` finds it unused.
 """
 
 from __future__ import annotations
@@ -42,13 +47,16 @@ def entry(path: Path, what: str, build: Callable[[Path], None], check: Callable[
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
+        others = _other_builds(path)
+        for retired in [build for build in others if (build / RETIRED).exists() and not _in_use(build)]:
+            log(f"removing {retired}, a build of the lab's {what} replaced since, which no process uses")
+            _remove(retired)
         if os.path.lexists(path):
             problem = _failure(check, path)
             if problem is None:
                 return path
             log(f"the lab's {what} at {path} is broken; rebuilding it. {problem}")
-            _remove(path)
-        for stale in path.parent.glob(f"{path.name}.build-*"):
+        for stale in [build for build in others if not (build / RETIRED).exists()]:
             log(f"removing {stale}, left by a build of the lab's {what} that did not finish")
             _remove(stale)
         for attempt in (1, 2):
@@ -59,15 +67,65 @@ def entry(path: Path, what: str, build: Callable[[Path], None], check: Callable[
             if problem is None:
                 step, problem = "checking", _failure(check, built)
             if problem is None:
-                if movable:
-                    built.rename(path)
-                else:
-                    path.symlink_to(built.name)
+                _put_in_place(built, path, movable, log)
                 return path
             _remove(built)
             if attempt == 1:
                 log(f"{step} the lab's {what} for {path} failed; trying once more. {problem}")
         raise CacheError(f"{step} the lab's {what} for {path} failed twice: {problem}")
+
+
+RETIRED = ".k3ops-lab-replaced"  # marks a build that was replaced while a process still used it
+
+
+def _other_builds(path: Path) -> list[Path]:
+    """The builds beside `path` (finished or not) other than the one it is or points to."""
+    current = path.resolve() if os.path.lexists(path) else None
+    return [build for build in sorted(path.parent.glob(f"{path.name}.build-*")) if build.resolve() != current]
+
+
+def _put_in_place(built: Path, path: Path, movable: bool, log) -> None:
+    """The checked build at `path`, by one rename; what was there before goes, unless a process still uses it."""
+    old = path.resolve() if path.is_symlink() else None
+    if movable:
+        if os.path.lexists(path):
+            # Named as a build, so that one left by a crash here is removed as an unfinished build.
+            aside = Path(tempfile.mkdtemp(prefix=f"{path.name}.build-", dir=path.parent))
+            os.rename(path, aside / path.name)
+            built.rename(path)
+            _remove(aside)
+        else:
+            built.rename(path)
+        return
+    if os.path.lexists(path) and not path.is_symlink():
+        _remove(path)
+    link = path.with_name(f".{path.name}.link")
+    link.unlink(missing_ok=True)
+    link.symlink_to(built.name)
+    os.replace(link, path)
+    if old is not None and old.parent == path.parent and old.name.startswith(f"{path.name}.build-"):
+        if _in_use(old):
+            log(f"keeping {old}, the replaced build, while a running process uses it")
+            (old / RETIRED).write_text("")
+        else:
+            _remove(old)
+
+
+def _in_use(directory: Path) -> bool:
+    """Whether a running process has `directory` in its command line, as its working directory, or mapped."""
+    prefix = f"{directory.resolve()}/"
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            arguments = (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(process / "cwd")
+            maps = (process / "maps").read_text(errors="replace")
+        except OSError:  # gone, or a kernel thread
+            continue
+        if prefix in arguments or f"{cwd}/".startswith(prefix) or prefix in maps:
+            return True
+    return False
 
 
 def _failure(action: Callable[[Path], None], directory: Path) -> str | None:

@@ -174,6 +174,43 @@ def test_an_entry_that_records_its_location_stays_where_it_was_built(tmp_path):
     check_location(path)
 
 
+def test_a_build_a_process_runs_from_is_kept_until_it_stops(tmp_path):
+    """As the hub's venv, which another lab instance's olah runs from while this one rebuilds it."""
+    path = tmp_path / "venv"
+    cache.entry(path, "test venv", build_good, check_good, log=Log(), movable=False)
+    first = path.resolve()
+    (first / "content").write_text("trunc")
+    running = subprocess.Popen(["sleep", "60"], cwd=first)
+    try:
+        log = Log()
+        cache.entry(path, "test venv", build_good, check_good, log=log, movable=False)
+        assert path.resolve() != first and (path / "content").read_text() == GOOD
+        assert first.is_dir() and f"keeping {first}, the replaced build, while a running process uses it" in log
+        assert cache.entry(path, "test venv", never, check_good, log=Log(), movable=False) == path and first.is_dir()
+    finally:
+        running.kill()
+        running.wait()
+    log = Log()
+    cache.entry(path, "test venv", never, check_good, log=log, movable=False)
+    assert not first.exists() and log == [f"removing {first}, a build of the lab's test venv replaced since, "
+                                          "which no process uses"]
+
+
+def test_a_broken_entry_stays_in_place_until_its_new_build_passes(tmp_path):
+    """A lab that serves the entry meanwhile (another instance's) never finds it gone."""
+    path = tmp_path / "entry"
+    cache.entry(path, "test entry", build_good, check_good, log=Log())
+    (path / "content").write_text("trunc")
+    seen = []
+
+    def build_while_looking(directory: Path) -> None:
+        seen.append((path / "content").read_text())
+        failing_command(directory)
+    with pytest.raises(cache.CacheError):
+        cache.entry(path, "test entry", build_while_looking, check_good, log=Log())
+    assert seen == ["trunc", "trunc"] and (path / "content").read_text() == "trunc" and leftovers(path) == []
+
+
 def test_two_builders_at_once_build_it_once(tmp_path):
     """As two `lab up`s on one machine: the second waits for the first, then reuses its entry."""
     path, builds = tmp_path / "entry", tmp_path / "builds"
