@@ -85,7 +85,8 @@ def _other_builds(path: Path) -> list[Path]:
 
 
 def _put_in_place(built: Path, path: Path, movable: bool, log) -> None:
-    """The checked build at `path`, by one rename; what was there before goes, unless a process still uses it."""
+    """The checked build at `path`, by rename (a symlink replaced for a build that stays where it was built);
+    what was there before goes, unless a process still uses it."""
     old = path.resolve() if path.is_symlink() else None
     if movable:
         if os.path.lexists(path):
