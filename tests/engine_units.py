@@ -1,10 +1,8 @@
-"""The engine units deploys/serving installs, rendered here as pyinfra's files.template renders them."""
+"""The engine units deploys/serving installs, rendered here as the deploy renders them (k3ops.deploys.rendered)."""
 
 from __future__ import annotations
 
-from pyinfra.api.util import get_template
-
-from k3ops.deploys import TEMPLATES
+from k3ops.deploys import rendered
 from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import unit_names, unit_variables
 from k3ops.onhost import layout
@@ -26,10 +24,10 @@ def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int 
 
 def rendered_watchdog_command() -> str:
     """The watchdog's launcher (layout.WATCHDOG_COMMAND), which the watchdog unit runs."""
-    return get_template(str(TEMPLATES / "k3ops" / "k3ops-engine-watchdog.j2")).render(layout=layout)
+    return rendered("k3ops/k3ops-engine-watchdog.j2", layout=layout)
 
 
 def rendered_units(variables: dict) -> dict[str, str]:
     """Each unit the host gets, by name, with its text."""
-    return {name: get_template(str(TEMPLATES / "systemd" / f"{name}.j2")).render(variables)
+    return {name: rendered(f"systemd/{name}.j2", **variables)
             for name in unit_names(variables["node_rank"])}

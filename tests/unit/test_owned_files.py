@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.facts.owned_files import OwnedDirectory, OwnedFile, PrivateDirectory
+from k3ops.facts.owned_files import CONFIG_ROOT, ConfigFiles, OwnedDirectory, OwnedFile, PrivateDirectory
 from k3ops.owned_files import replace_command, replace_with
 
 UNPRIVILEGED = "nobody"
@@ -136,3 +136,21 @@ def test_a_staging_directory_is_private_only_when_the_user_owns_it_alone(tmp_pat
     assert fact(PrivateDirectory, path=str(tmp_path / "link")) is False
     os.chmod(owned_by_nobody, 0o700)
     assert fact(PrivateDirectory, path=str(owned_by_nobody)) is False  # another user's
+
+
+def test_config_files_lists_each_k3ops_file_under_the_root_and_never_a_link(tmp_path):
+    """ConfigFiles reads the same owner, mode and digest as OwnedFile, for every file whose path names k3ops; a
+    link planted at a path, and files whose path does not name k3ops, are not in it (the op then writes)."""
+    (tmp_path / "k3ops" / "secrets").mkdir(parents=True)
+    (tmp_path / "apt").mkdir()
+    settings, listed = tmp_path / "k3ops" / "secrets" / "engine.env", tmp_path / "apt" / "k3ops cuda.list"
+    settings.write_text("K3OPS_API_KEY=x\n")
+    settings.chmod(0o600)
+    listed.write_text("deb [signed-by=/k] http://mirror /\n")
+    (tmp_path / "apt" / "k3ops-link.list").symlink_to(settings)
+    (tmp_path / "apt" / "debian.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    command = ConfigFiles.command.replace(f"find {CONFIG_ROOT} ", f"find {tmp_path} ", 1)
+    result = sh(command)
+    found = ConfigFiles().process(result.stdout.splitlines())
+    assert found == {str(path): fact(OwnedFile, path=str(path)) for path in (settings, listed)}
+    assert found[str(settings)]["mode"] == "600"

@@ -1,8 +1,6 @@
 """Packages at an exact version and held there: one install past any earlier hold (down if need be), then the
 hold; the install is what the caller's reboot or restart waits on."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from k3ops.operations import packages
@@ -15,7 +13,7 @@ def issued(monkeypatch) -> list[tuple[str, dict]]:
     def operation(kind):
         return lambda **arguments: calls.append((kind, arguments)) or f"the {kind} operation"
 
-    monkeypatch.setattr(packages, "apt", SimpleNamespace(packages=operation("install")))
+    monkeypatch.setattr(packages, "installed", operation("install"))
     monkeypatch.setattr(packages, "held", operation("hold"))
     return calls
 

@@ -8,14 +8,15 @@ it: a host that boots a kernel upgraded by apt still has its GPU driver.
 
 from __future__ import annotations
 
-from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.server import KernelVersion
-from pyinfra.operations import apt, files, server, systemd
+from pyinfra.operations import server
 
 from ..facts.kernel import InstalledKernels
-from ..operations import packages
-from . import TEMPLATES
+from ..facts.memo import remembered
+from ..operations import owned_files, packages, units
+from ..vendor_units import TIME_SYNC
+from . import rendered
 
 UNATTENDED_UPGRADES_BLACKLIST = "/etc/apt/apt.conf.d/51k3ops-gpu-stack-blacklist"
 # Package name patterns (regular expressions) that unattended-upgrades must never move: a partial
@@ -36,20 +37,18 @@ def kernel_headers(running: str, installed: dict[str, list[str]]) -> list[str]:
 
 
 @deploy("GPU host base")
-def base(sources_change: bool) -> None:
-    """sources_change: the host's vendor apt sources or pins change in this deploy (added before this)."""
+def base(sources: list) -> None:
+    """sources: the operations that add the host's vendor apt sources and pins (added before this)."""
     packages.update(name="Refresh apt lists older than an hour or whose sources changed", cache_time=3600,
-                    sources_change=sources_change)
-    files.template(
-        name="Keep unattended-upgrades away from the GPU stack",
-        src=str(TEMPLATES / "apt" / "unattended-upgrades-blacklist.j2"),
-        dest=UNATTENDED_UPGRADES_BLACKLIST, mode="644", patterns=GPU_STACK_PACKAGES,
-    )
-    apt.packages(name="Install time sync and the tools GPU checks read",
-                 packages=["systemd-timesyncd", "pciutils", "mokutil"], no_recommends=True)
-    systemd.service(name="Time sync running and enabled", service="systemd-timesyncd", running=True, enabled=True)
-    apt.packages(name="Install kernel headers for every installed kernel and kernel flavour",
-                 packages=kernel_headers(host.get_fact(KernelVersion), host.get_fact(InstalledKernels)),
-                 no_recommends=True)
+                    sources=sources)
+    owned_files.config_file(name="Keep unattended-upgrades away from the GPU stack", path=UNATTENDED_UPGRADES_BLACKLIST,
+                            content=rendered("apt/unattended-upgrades-blacklist.j2", patterns=GPU_STACK_PACKAGES))
+    packages.installed(name="Install time sync and the tools GPU checks read",
+                       packages=["systemd-timesyncd", "pciutils", "mokutil"])
+    units.service(name="Time sync running and enabled", unit=TIME_SYNC, running=True, enabled=True)
+    packages.installed(name="Install kernel headers for every installed kernel and kernel flavour",
+                       packages=kernel_headers(remembered(KernelVersion), remembered(InstalledKernels)))
+    owned_files.config_file(name=f"Keep {', '.join(GPU_SYSCTLS)} at every boot", path=SYSCTL_FILE,
+                            content="".join(f"{key} = {value}\n" for key, value in GPU_SYSCTLS.items()))
     for key, value in GPU_SYSCTLS.items():
-        server.sysctl(name=f"Set {key} = {value}", key=key, value=value, persist=True, persist_file=SYSCTL_FILE)
+        server.sysctl(name=f"Set {key} = {value}", key=key, value=value)

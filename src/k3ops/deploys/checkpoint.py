@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import json
 import shlex
-from io import StringIO
 from os import environ
 from urllib.parse import urlsplit
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy
 from pyinfra.facts.server import Which
-from pyinfra.operations import apt, files, pip, systemd
+from pyinfra.operations import files, pip, systemd
 from pyinfra.operations.util import any_changed
 
 from ..escape import authorized_keys_line, systemd_value
 from ..onhost import layout
 from ..onhost.layout import PEER_USER
 from ..operations import checkpoint as checkpoint_operations
-from ..operations import owned_files
+from ..operations import owned_files, packages, units
 from ..settings import host_settings
 from ..settings.model import ModelHostSpec
-from . import TEMPLATES, fleet
+from . import fleet, rendered
 from .fleet_keys import ensure_fleet_key
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
@@ -48,22 +47,23 @@ def checkpoint() -> None:
         host.noop("no model in this host's data")
         return
     user = spec.service_user
-    apt.packages(name="Install what the fetcher and peer copies need", no_recommends=True,
-                 packages=["python3-venv", "rsync", "openssh-client", "openssh-server"])
+    packages.installed(name="Install what the fetcher and peer copies need",
+                       packages=["python3-venv", "rsync", "openssh-client", "openssh-server"])
     fetcher_environment(model_host)
     peer_access(model_host, user)
     token()
-    units = [files.template(name=f"Unit {unit}", src=str(TEMPLATES / "systemd" / f"{unit}.j2"),
-                            dest=f"/etc/systemd/system/{unit}", mode="644", layout=layout,
-                            service_user=systemd_value(user), service_home=systemd_value(layout.home(user)),
-                            cache_path=systemd_value(model_host.model_cache_path))
-             for unit in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE, layout.VERIFY_TIMER_TEMPLATE)]
-    systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=any_changed(*units))
+    unit_files = [owned_files.config_file(name=f"Unit {unit}", path=f"/etc/systemd/system/{unit}",
+                                          content=rendered(f"systemd/{unit}.j2", layout=layout,
+                                                           service_user=systemd_value(user),
+                                                           service_home=systemd_value(layout.home(user)),
+                                                           cache_path=systemd_value(model_host.model_cache_path)))
+                  for unit in (layout.FETCH_UNIT_TEMPLATE, layout.VERIFY_UNIT_TEMPLATE, layout.VERIFY_TIMER_TEMPLATE)]
+    systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=any_changed(*unit_files))
     files.directory(name=f"Directory {layout.MODEL_CONFIG_DIR}", path=layout.MODEL_CONFIG_DIR, mode="755")
-    files.put(name=f"Fetch settings for {model.name}", src=StringIO(fetch_config(model_host)),
-              dest=layout.model_config(model.name), mode="644")
-    systemd.service(name=f"Weekly verification of {model.name}",
-                    service=layout.instance(layout.VERIFY_TIMER_TEMPLATE, model.name), running=True, enabled=True)
+    owned_files.config_file(name=f"Fetch settings for {model.name}", path=layout.model_config(model.name),
+                            content=fetch_config(model_host))
+    units.service(name=f"Weekly verification of {model.name}",
+                  unit=layout.instance(layout.VERIFY_TIMER_TEMPLATE, model.name), running=True, enabled=True)
     checkpoint_operations.active_revision(name=f"Fetch, verify and activate {model.name} {model.revision}", model=model.name,
                                revision=model.revision, cache_path=model_host.model_cache_path)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, systemd
 
+from ..operations import packages, units
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from ..vendor_units import DOCKER
@@ -25,6 +25,6 @@ def docker_sources(spec: GpuHostSpec) -> list:
 @deploy("Container runtime")
 def container_runtime() -> None:
     spec = host_settings(host).gpu
-    apt.packages(name=f"Install Docker Engine ({spec.docker_source})", packages=DOCKER_PACKAGES[spec.docker_source],
-                 no_recommends=True)
-    systemd.service(name="Run Docker", service=DOCKER, running=True, enabled=True)
+    packages.installed(name=f"Install Docker Engine ({spec.docker_source})",
+                       packages=DOCKER_PACKAGES[spec.docker_source])
+    units.service(name="Run Docker", unit=DOCKER, running=True, enabled=True)

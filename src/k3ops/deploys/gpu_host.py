@@ -8,15 +8,31 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.server import KernelVersion
 
+from ..facts.amd import AmdgpuModule
+from ..facts.boot import KernelCommandLine, SecureBoot
+from ..facts.kernel import InstalledKernels, KernelModuleLoaded
+from ..facts.memo import read_together
+from ..facts.network import RdmaNics
+from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..settings import host_settings
 from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime, docker_sources
+from .gpudirect import PEERMEM_MODULE
 from .nccl_tests import doca_sources, nccl_tests
 from .nvidia import nvidia, nvidia_sources
 from .rocm import rocm, rocm_sources
 from .uploads import staged_privately
+
+# What the parts below ask of a host before any operation runs, by the host's GPU vendor: asked in one command.
+ASKED_FIRST = {
+    None: (KernelVersion, InstalledKernels),
+    "nvidia": (KernelVersion, InstalledKernels, RdmaNics, SecureBoot, NvSwitches, NvidiaKernelModule,
+               (KernelModuleLoaded, {"module": PEERMEM_MODULE})),
+    "amd": (KernelVersion, InstalledKernels, RdmaNics, SecureBoot, AmdgpuModule, KernelCommandLine),
+}
 
 
 @watched
@@ -24,9 +40,10 @@ from .uploads import staged_privately
 @deploy("GPU host")
 def gpu_host() -> None:
     spec = host_settings(host).gpu
+    read_together(*ASKED_FIRST[spec.gpu_vendor])
     driver_sources = {"nvidia": nvidia_sources, "amd": rocm_sources}[spec.gpu_vendor](spec) if spec.gpu_vendor else []
     sources = [*(docker_sources(spec) if spec.gpu_vendor else []), *driver_sources, *doca_sources(spec)]
-    base(sources_change=any(operation.will_change for operation in sources))
+    base(sources)
     if spec.gpu_vendor is not None:
         container_runtime()
     if spec.gpu_vendor == "nvidia":

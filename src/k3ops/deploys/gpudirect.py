@@ -5,7 +5,6 @@ each boot; DMA-BUF needs no module, only the open kernel modules and a kernel of
 from __future__ import annotations
 
 from collections.abc import Callable
-from io import StringIO
 
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
@@ -13,8 +12,10 @@ from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files, server
 
 from ..facts.kernel import KernelModuleLoaded
+from ..facts.memo import remembered
 from ..facts.network import RdmaNics
 from ..hardware import kernel_supports_dmabuf
+from ..operations import owned_files
 from ..settings.host import GpuHostSpec
 
 PEERMEM_MODULE = "nvidia-peermem"
@@ -22,14 +23,14 @@ PEERMEM_AT_BOOT = "/etc/modules-load.d/k3ops-nvidia-peermem.conf"
 
 
 def gpudirect_rdma(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
-    mode = spec.gpudirect_mode(host.get_fact(RdmaNics))
-    if mode == "dmabuf" and not kernel_supports_dmabuf(kernel := host.get_fact(KernelVersion)):
+    mode = spec.gpudirect_mode(remembered(RdmaNics))
+    if mode == "dmabuf" and not kernel_supports_dmabuf(kernel := remembered(KernelVersion)):
         raise DeployError(f"{host.name}: gpudirect_rdma: 'dmabuf' needs Linux 5.12 or later; this host runs "
                           f"{kernel} (use 'peermem')")
     if mode != "peermem":
         files.file(name=f"No {PEERMEM_MODULE} at boot ({mode})", path=PEERMEM_AT_BOOT, present=False)
         return
-    files.put(name=f"Load {PEERMEM_MODULE} at every boot", src=StringIO(f"{PEERMEM_MODULE}\n"), dest=PEERMEM_AT_BOOT,
-              mode="644")
-    if not host.get_fact(KernelModuleLoaded, module=PEERMEM_MODULE):
+    owned_files.config_file(name=f"Load {PEERMEM_MODULE} at every boot", path=PEERMEM_AT_BOOT,
+                            content=f"{PEERMEM_MODULE}\n")
+    if not remembered(KernelModuleLoaded, module=PEERMEM_MODULE):
         server.shell(name=f"Load {PEERMEM_MODULE} now", commands=[f"modprobe {PEERMEM_MODULE}"], _if=driver_loaded)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files
+from pyinfra.operations import files
 
-from ..operations import storage
+from ..operations import packages, storage
 from ..settings import host_settings
 from .users import system_user
 
@@ -21,8 +21,8 @@ def model_cache() -> None:
     devices = model.nvme_devices
     system_user(spec.service_user, "Service user (runs the engines and the fetcher)")
     if devices:
-        apt.packages(name="Install the filesystem and RAID tools", no_recommends=True,
-                     packages=["xfsprogs", "mdadm"] if len(devices) > 1 else ["xfsprogs"])
+        packages.installed(name="Install the filesystem and RAID tools",
+                           packages=["xfsprogs", "mdadm"] if len(devices) > 1 else ["xfsprogs"])
         if len(devices) > 1:
             storage.raid0(name=f"Assemble or create the RAID0 array of {', '.join(devices)}",
                           array_name=VOLUME_LABEL, devices=devices, wipe=model.model_cache_wipe)

@@ -8,16 +8,17 @@ import ipaddress
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files
+from pyinfra.operations import files
 
 from ..escape import authorized_keys_line
+from ..facts.memo import remembered
 from ..facts.network import RdmaNics
 from ..onhost import layout
 from ..operations import owned_files, packages
 from ..settings import host_settings
 from ..settings.fabric import FabricCheckSpec
 from ..settings.host import GpuHostSpec
-from . import TEMPLATES, fleet
+from . import fleet, rendered
 from .fleet_keys import ensure_fleet_key
 from .repositories import signed_repository
 from .users import system_user
@@ -32,7 +33,7 @@ MPI_KEYS_HEADER = ("# Managed by k3ops: the fleet's MPI launch key, for the fabr
 
 def doca_sources(spec: GpuHostSpec) -> list:
     """NVIDIA's DOCA repository, for the RDMA port tools of a GPU host with RDMA NICs."""
-    if spec.gpu_vendor is None or not host.get_fact(RdmaNics):
+    if spec.gpu_vendor is None or not remembered(RdmaNics):
         return []
     return signed_repository("doca", spec.repository("doca"))
 
@@ -44,14 +45,14 @@ def nccl_tests() -> None:
     if spec.gpu_vendor is None:
         host.noop("no GPUs: no fabric to check")
         return
-    if host.get_fact(RdmaNics):
-        apt.packages(name="RDMA port tools (ibstat, ibv_devinfo)", packages=RDMA_TOOLS, no_recommends=True)
-    apt.packages(name="OpenMPI, which launches the tests across hosts", packages=MPI_PACKAGES, no_recommends=True)
+    if remembered(RdmaNics):
+        packages.installed(name="RDMA port tools (ibstat, ibv_devinfo)", packages=RDMA_TOOLS)
+    packages.installed(name="OpenMPI, which launches the tests across hosts", packages=MPI_PACKAGES)
     if spec.gpu_vendor == "nvidia":
         packages.held_at(name=f"nccl-tests {fabric.nccl_tests_version}", packages=["nccl-tests"],
                          version=fabric.nccl_tests_version, hold=NCCL_TESTS_PACKAGES)
     else:  # the ROCm pin holds rccl and rccl-tests to the host's ROCm release
-        apt.packages(name=f"rccl-tests of ROCm {spec.rocm_release}", packages=["rccl-tests"], no_recommends=True)
+        packages.installed(name=f"rccl-tests of ROCm {spec.rocm_release}", packages=["rccl-tests"])
     mpi_user(spec.gpu_vendor, fabric)
     files.directory(name=f"Directory {layout.FABRIC_CHECK_DIR}", path=layout.FABRIC_CHECK_DIR, user="root",
                     group="root", mode="755")
@@ -67,8 +68,8 @@ def mpi_user(vendor: str, fabric: FabricCheckSpec) -> None:
                      path=layout.NCCL_AUTHORIZED_KEYS,
                      content=MPI_KEYS_HEADER + mpi_key_line(fleet_addresses(), public_key) + "\n",
                      owner=layout.NCCL_USER, mode="600")
-    files.put(name="No locked-memory limit for the MPI user (RDMA registers its buffers)",
-              src=str(TEMPLATES / "k3ops" / "nccl-limits.conf"), dest=MEMLOCK_LIMITS, mode="644")
+    owned_files.config_file(name="No locked-memory limit for the MPI user (RDMA registers its buffers)",
+                            path=MEMLOCK_LIMITS, content=rendered("k3ops/nccl-limits.conf"))
 
 
 def mpi_key_line(addresses: list[str], public_key: str) -> str:

@@ -11,16 +11,17 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import DeployError, deploy
 from pyinfra.facts.systemd import SystemdStatus
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import server
 
+from ..facts.memo import remembered
 from ..facts.nvidia import NvidiaKernelModule
 from ..onhost.layout import ENGINE_UNIT
-from ..operations import packages
+from ..operations import owned_files, packages, units
 from ..operations import nvidia as nvidia_operations
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from ..vendor_units import DCGM, DOCKER, PERSISTENCED
-from . import TEMPLATES
+from . import rendered
 from .gpudirect import gpudirect_rdma
 from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager
 from .reboot import reboot_if_needed
@@ -96,10 +97,9 @@ def staged_driver() -> None:
 def nvidia_sources(spec: GpuHostSpec) -> list:
     """The CUDA repository with the driver's pin, and the container toolkit's repository."""
     pinned = driver_packages(spec) + fabric_packages(spec, wants_fabric_manager(spec))
-    pin = files.template(
-        name="Pin the driver packages to the exact release",
-        src=str(TEMPLATES / "apt" / "nvidia-driver-pin.pref.j2"),
-        dest=PIN_FILE, packages=pinned, version=package_version(spec),
+    pin = owned_files.config_file(
+        name="Pin the driver packages to the exact release", path=PIN_FILE,
+        content=rendered("apt/nvidia-driver-pin.pref.j2", packages=pinned, version=package_version(spec)),
     )
     return [*signed_repository("cuda", spec.repository("cuda")), pin,
             *signed_repository("container_toolkit", spec.repository("container_toolkit"))]
@@ -113,7 +113,7 @@ def nvidia() -> None:
     driver_names = driver_packages(spec)
     fabric_manager = wants_fabric_manager(spec)
 
-    loaded = host.get_fact(NvidiaKernelModule)
+    loaded = remembered(NvidiaKernelModule)
     refuse_driver_change_while_serving(spec, (loaded or {}).get("version"))
 
     driver = packages.held_at(
@@ -121,11 +121,8 @@ def nvidia() -> None:
         packages=driver_names, version=version,
     )
 
-    nouveau = files.put(
-        name="Blacklist nouveau",
-        src=str(TEMPLATES / "modprobe" / "blacklist-nouveau.conf"),
-        dest=NOUVEAU_BLACKLIST, mode="644",
-    )
+    nouveau = owned_files.config_file(name="Blacklist nouveau", path=NOUVEAU_BLACKLIST,
+                                      content=rendered("modprobe/blacklist-nouveau.conf"))
     server.shell(name="Rebuild the initramfs without nouveau",
                  commands=["if command -v update-initramfs >/dev/null; then update-initramfs -u; fi"],
                  _if=nouveau.did_change)
@@ -137,18 +134,18 @@ def nvidia() -> None:
         verify=f"test \"$(cat /sys/module/nvidia/version 2>/dev/null)\" = {spec.nvidia_driver_version}",
     )
 
-    systemd.service(name="Enable nvidia-persistenced", service=PERSISTENCED, running=True, enabled=True,
-                    _if=driver_loaded)
+    units.service(name="Enable nvidia-persistenced", unit=PERSISTENCED, running=True, enabled=True,
+                  _if=driver_loaded)
     nvlink_fabric(spec, version, fabric_manager, driver_loaded)
     gpudirect_rdma(spec, driver_loaded)
     if spec.dcgm:
         packages.held_at(name=f"Install DCGM {spec.dcgm_version}", packages=dcgm_packages(spec),
                          version=spec.dcgm_version)
-        systemd.service(name="Enable DCGM", service=DCGM, running=True, enabled=True, _if=driver_loaded)
+        units.service(name="Enable DCGM", unit=DCGM, running=True, enabled=True, _if=driver_loaded)
 
     packages.held_at(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                      packages=container_toolkit_packages(), version=spec.container_toolkit_version)
     runtime = nvidia_operations.container_runtime(name="Add the nvidia runtime to Docker's config", runtime="docker")
-    systemd.service(name="Restart Docker to load the nvidia runtime", service=DOCKER, restarted=True,
-                    _if=runtime.did_change)
+    units.service(name="Restart Docker to load the nvidia runtime", unit=DOCKER, restarted=True,
+                  _if=runtime.did_change)
     nvidia_operations.cdi_spec(name="Keep the CDI spec fresh", output=CDI_SPEC, _if=driver_loaded)

@@ -8,15 +8,14 @@ NVLink domain share memory across trays only through nvidia-imex, configured wit
 from __future__ import annotations
 
 from collections.abc import Callable
-from io import StringIO
 
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
-from pyinfra.operations import files, systemd
 
 from ..escape import imex_nodes_file
+from ..facts.memo import remembered
 from ..facts.nvidia import FabricManager, NvSwitches
-from ..operations import packages
+from ..operations import owned_files, packages, units
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from ..vendor_units import FABRIC_MANAGER, IMEX
@@ -39,7 +38,7 @@ def imex_package(spec: GpuHostSpec) -> str:
 def wants_fabric_manager(spec: GpuHostSpec) -> bool:
     """GpuHostSpec.fabric_manager_wanted for this host; a Hopper baseboard whose NVSwitches do not show stops the
     deploy."""
-    switches_on_pci = bool(host.get_fact(NvSwitches))
+    switches_on_pci = bool(remembered(NvSwitches))
     if spec.fabric_manager == "auto" and spec.nvswitch_expected and not switches_on_pci \
             and spec.gpu_architecture == "Hopper":
         raise DeployError(f"{host.name}: hardware_profile {spec.hardware_profile!r} has NVSwitches but lspci shows "
@@ -73,17 +72,17 @@ def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_
     moved = packages.held_at(name=f"Install the NVLink fabric's packages at the driver's version ({', '.join(fabric)})",
                              packages=fabric, version=version, no_recommends=False) if fabric else None
     if fabric_manager:
-        systemd.service(name="Enable fabric manager", service=FABRIC_MANAGER, running=True, enabled=True,
-                        _if=driver_loaded)
+        units.service(name="Enable fabric manager", unit=FABRIC_MANAGER, running=True, enabled=True,
+                      _if=driver_loaded)
         # A running fabric manager keeps its old binary until restarted: restart it onto the new one.
-        systemd.service(name="Restart fabric manager on its new version", service=FABRIC_MANAGER,
-                        restarted=True, _if=lambda: moved.did_change() and driver_loaded())
-    elif host.get_fact(FabricManager)["installed_version"] is not None:
-        systemd.service(name="Fabric manager off, as data says", service=FABRIC_MANAGER, running=False,
-                        enabled=False)
+        units.service(name="Restart fabric manager on its new version", unit=FABRIC_MANAGER,
+                      restarted=True, _if=lambda: moved.did_change() and driver_loaded())
+    elif remembered(FabricManager)["installed_version"] is not None:
+        units.service(name="Fabric manager off, as data says", unit=FABRIC_MANAGER, running=False,
+                      enabled=False)
     if spec.board.nvlink_domain:
-        nodes = files.put(name="IMEX: the nodes of this NVLink domain", src=StringIO(imex_nodes_file(imex_nodes(spec))),
-                          dest=IMEX_NODES_FILE, mode="644")
-        systemd.service(name="Enable IMEX", service=IMEX, running=True, enabled=True, _if=driver_loaded)
-        systemd.service(name="Restart IMEX on its new version or nodes", service=IMEX, restarted=True,
-                        _if=lambda: (moved.did_change() or nodes.did_change()) and driver_loaded())
+        nodes = owned_files.config_file(name="IMEX: the nodes of this NVLink domain", path=IMEX_NODES_FILE,
+                                        content=imex_nodes_file(imex_nodes(spec)))
+        units.service(name="Enable IMEX", unit=IMEX, running=True, enabled=True, _if=driver_loaded)
+        units.service(name="Restart IMEX on its new version or nodes", unit=IMEX, restarted=True,
+                      _if=lambda: (moved.did_change() or nodes.did_change()) and driver_loaded())

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyinfra.operations import files
-
 from .. import onhost
 from ..onhost import layout
-from ..operations import trees
-from . import TEMPLATES
+from ..operations import owned_files, trees
+from . import rendered
 
 
 def onhost_package() -> None:
@@ -20,5 +18,5 @@ def onhost_package() -> None:
 
 def onhost_command(path: str, template: str):
     """A launcher for one of the package's entry points."""
-    return files.template(name=f"Command {path}", src=str(TEMPLATES / "k3ops" / template), dest=path, mode="755",
-                          layout=layout)
+    return owned_files.config_file(name=f"Command {path}", path=path, mode="755",
+                                   content=rendered(f"k3ops/{template}", layout=layout))

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from io import StringIO
-
-from pyinfra.operations import files
-
+from ..operations import owned_files
 from ..settings.host import Repository
 
 KEYRING_DIR = "/etc/apt/keyrings"
@@ -19,13 +16,10 @@ def source_line(name: str, repository: Repository) -> str:
 
 def signed_repository(name: str, repository: Repository) -> list:
     """Install the repository's key and source; returns the operations, for `_if` on their change."""
-    key = files.download(
-        name=f"Fetch the {name} repository signing key",
-        src=repository.key_url,
-        dest=f"{KEYRING_DIR}/k3ops-{name}.asc",
-        mode="644",
-    )
+    key = owned_files.downloaded(name=f"Fetch the {name} repository signing key", src=repository.key_url,
+                                 path=f"{KEYRING_DIR}/k3ops-{name}.asc")
     # The whole file is ours: a new URL (another ROCm release, a site mirror) replaces the old line.
-    source = files.put(name=f"Add the {name} repository", src=StringIO(source_line(name, repository) + "\n"),
-                       dest=f"/etc/apt/sources.list.d/k3ops-{name}.list", mode="644")
+    source = owned_files.config_file(name=f"Add the {name} repository",
+                                     path=f"/etc/apt/sources.list.d/k3ops-{name}.list",
+                                     content=source_line(name, repository) + "\n")
     return [key, source]

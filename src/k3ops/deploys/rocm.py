@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import server
 from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule
 from ..facts.boot import KernelCommandLine
+from ..facts.memo import remembered
 from ..hardware import AMD_KERNEL_ARGUMENTS
-from ..operations import kernel, packages
+from ..operations import kernel, owned_files, packages
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
-from . import TEMPLATES
+from . import rendered
 from .reboot import reboot_if_needed
 from .secure_boot import refuse_unsigned_modules
 from .users import system_user
@@ -39,9 +40,9 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
 
 def rocm_sources(spec: GpuHostSpec) -> list:
     """The amdgpu and ROCm repositories of the spec's release, and the pin that holds every package to it."""
-    pin = files.template(name=f"Pin ROCm to release {spec.rocm_release}",
-                         src=str(TEMPLATES / "apt" / "rocm-pin.pref.j2"), dest=PIN_FILE, mode="644",
-                         pins=rocm_pins(spec), release=spec.rocm_release)
+    pin = owned_files.config_file(
+        name=f"Pin ROCm to release {spec.rocm_release}", path=PIN_FILE,
+        content=rendered("apt/rocm-pin.pref.j2", pins=rocm_pins(spec), release=spec.rocm_release))
     return [*signed_repository("amdgpu", spec.repository("amdgpu")),
             *signed_repository("rocm", spec.repository("rocm")), pin]
 
@@ -51,8 +52,8 @@ def rocm(sources: list) -> None:
     """sources: the operations of rocm_sources, run before this: a new release moves what is installed."""
     spec = host_settings(host).gpu
     refuse_unsigned_modules(spec)
-    installed = apt.packages(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
-                             no_recommends=True, extra_install_args="--allow-change-held-packages")
+    installed = packages.installed(name=f"Install amdgpu-dkms and ROCm {spec.rocm_release}", packages=ROCM_PACKAGES,
+                                   extra_install_args="--allow-change-held-packages")
     moved = server.shell(
         name=f"Move installed ROCm packages to release {spec.rocm_release}",
         commands=[StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--allow-downgrades",
@@ -66,7 +67,7 @@ def rocm(sources: list) -> None:
     arguments = kernel.boot_arguments(name=f"Kernel arguments {' '.join(AMD_KERNEL_ARGUMENTS)}",
                                       arguments=list(AMD_KERNEL_ARGUMENTS))
 
-    loaded, booted_with = host.get_fact(AmdgpuModule), set(host.get_fact(KernelCommandLine))
+    loaded, booted_with = remembered(AmdgpuModule), set(remembered(KernelCommandLine))
     reboot_if_needed(
         spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply {' '.join(AMD_KERNEL_ARGUMENTS)}",
         needed=lambda: installed.did_change() or moved.did_change() or arguments.did_change() or loaded is None

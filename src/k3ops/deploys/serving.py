@@ -21,12 +21,12 @@ from ..facts.fabric_check import LastFabricCheck
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
-from ..operations import owned_files
+from ..operations import owned_files, units
 from ..settings import cluster_members, host_settings
 from ..settings.controller import ControllerFileError, read_api_key
 from ..settings.engine import EngineSpec
 from ..ssh_liveness import watched
-from . import TEMPLATES, fleet
+from . import fleet, rendered
 from .onhost import onhost_command, onhost_package
 from .secrets import secret_file
 from .uploads import staged_privately
@@ -66,9 +66,10 @@ def serving() -> None:
     secrets = api_key(engine, found)
     onhost_package()
     onhost_command(layout.WATCHDOG_COMMAND, "k3ops-engine-watchdog.j2")
-    units = [files.template(name=f"Unit {name}", src=str(TEMPLATES / "systemd" / f"{name}.j2"),
-                            dest=f"/etc/systemd/system/{name}", mode="644", **values) for name in unit_names(rank)]
-    systemd.daemon_reload(name="Reload systemd for the engine units", _if=any_changed(*units))
+    unit_files = [owned_files.config_file(name=f"Unit {name}", path=f"/etc/systemd/system/{name}",
+                                          content=rendered(f"systemd/{name}.j2", **values))
+                  for name in unit_names(rank)]
+    systemd.daemon_reload(name="Reload systemd for the engine units", _if=any_changed(*unit_files))
     loaded = layout.revision_dir(model_host.model_cache_path, model_host.model.name, model_host.model.revision)
 
     def running_stale() -> bool:
@@ -77,13 +78,13 @@ def serving() -> None:
             return False
         state = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"],
                               served_name=model_host.model.name)
-        return any(op.did_change() for op in [*units, secrets]) or state["revision"] not in (None, loaded)
+        return any(op.did_change() for op in [*unit_files, secrets]) or state["revision"] not in (None, loaded)
 
-    systemd.service(name="Restart the engine onto its new unit, key or revision", service=ENGINE_UNIT,
-                    restarted=True, _if=running_stale)
-    systemd.service(name=f"Engine {found.engine} ({found.name})", service=ENGINE_UNIT, running=True, enabled=True)
+    units.service(name="Restart the engine onto its new unit, key or revision", unit=ENGINE_UNIT,
+                  restarted=True, _if=running_stale)
+    units.service(name=f"Engine {found.engine} ({found.name})", unit=ENGINE_UNIT, running=True, enabled=True)
     if rank == 0:
-        systemd.service(name="Engine watchdog timer", service=layout.WATCHDOG_TIMER, running=True, enabled=True)
+        units.service(name="Engine watchdog timer", unit=layout.WATCHDOG_TIMER, running=True, enabled=True)
         engine_operations.ready(name=f"Wait until the engine serves {model_host.model.name}",
                                 health_url=urls["health_url"], models_url=urls["models_url"],
                                 served_name=model_host.model.name, timeout=engine.ready_timeout_seconds)

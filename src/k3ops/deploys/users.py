@@ -7,8 +7,6 @@ the fabric check's result, the watchdog's state).
 
 from __future__ import annotations
 
-from pyinfra.operations import files
-
 from ..onhost import layout
 from ..operations import owned_files, users
 
@@ -17,7 +15,7 @@ def state_directory() -> None:
     """Root's state directory and the users' homes' parent: root's, whoever had them before (until this
     release the default service user's home was the state directory itself)."""
     for path in (layout.STATE_DIR, layout.USERS_HOME):
-        files.directory(name=f"Directory {path} (root's)", path=path, user="root", group="root", mode="755")
+        owned_files.directory(name=f"Directory {path} (root's)", path=path, owner="root", mode="755")
     owned_files.no_links(name=f"No link in {layout.STATE_DIR}", path=layout.STATE_DIR)
 
 

@@ -10,6 +10,8 @@ from typing_extensions import override
 
 STAT_LINE = re.compile(r"^(?P<owner>\S+) (?P<group>\S+) (?P<mode>[0-7]+)$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+CONFIG_ROOT = "/etc"
+CONFIG_STAT_MARK = "k3ops-stat"
 
 
 def unless_a_link(kind: str, path: str, *then) -> StringCommand:
@@ -47,6 +49,36 @@ class OwnedFile(FactBase[dict | None]):
         if not found or not SHA256.match(digest):
             return None
         return {**found.groupdict(), "sha256": digest}
+
+
+class ConfigFiles(FactBase[dict[str, dict]]):
+    """
+    Returns every regular file under /etc whose path names k3ops (``k3ops`` in a directory's name or its own:
+    the apt sources, pins, units and settings k3ops writes) as `OwnedFile` returns one, by path, in one
+    command; a link or anything else is left out:
+
+    .. code:: python
+
+        {"/etc/apt/sources.list.d/k3ops-cuda.list": {"owner": "root", "group": "root", "mode": "644",
+                                                     "sha256": "9f86d081..."}}
+    """
+
+    # find neither follows a link nor lists one as a regular file.
+    command = (f"find {CONFIG_ROOT} -path '*k3ops*' -type f -printf '{CONFIG_STAT_MARK} %u %g %m %p\\n' "
+               "-exec sha256sum -- {} + || true")
+
+    default = dict
+
+    @override
+    def process(self, output):
+        stats, digests = {}, {}
+        for line in output:
+            if line.startswith(f"{CONFIG_STAT_MARK} "):
+                owner, group, mode, path = line.split(" ", 4)[1:]
+                stats[path] = {"owner": owner, "group": group, "mode": mode}
+            elif SHA256.match(line[:64]) and line[64:66] == "  ":
+                digests[line[66:]] = line[:64]
+        return {path: {**found, "sha256": digests[path]} for path, found in stats.items() if path in digests}
 
 
 class OwnedDirectory(FactBase[dict | None]):

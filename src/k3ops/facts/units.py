@@ -30,9 +30,7 @@ class UnitStates(FactBase[dict[str, dict]]):
 
     @override
     def command(self, units: list[str]):
-        for unit in units:
-            if not re.fullmatch(UNIT_NAME_REGEX, unit):
-                raise ValueError(f"{unit!r} is not a systemd unit name")
+        checked_unit_names(units)
         # Wall-clock times on both sides (systemd 247+ prints them as @<seconds>): a container's monotonic
         # clock is its host's, while its /proc/uptime may not be.
         return (f"systemctl show --timestamp=unix --property={','.join(UNIT_PROPERTIES)} {' '.join(units)}; "
@@ -42,17 +40,55 @@ class UnitStates(FactBase[dict[str, dict]]):
 
     @override
     def process(self, output):
-        blocks, current, now = [], {}, None
-        for line in [*output, ""]:
-            if line.startswith(NOW_MARKER):
-                now = int(line.split()[1])
-            elif "=" in line:
-                key, _, value = line.partition("=")
-                current[key] = value
-            elif current:
-                blocks.append(current)
-                current = {}
-        return {block["Id"]: _unit_state(block, now) for block in blocks if block.get("Id")}
+        now = next((int(line.split()[1]) for line in output if line.startswith(NOW_MARKER)), None)
+        return {block["Id"]: _unit_state(block, now) for block in property_blocks(output)}
+
+
+class UnitSwitches(FactBase[dict[str, dict[str, bool]]]):
+    """
+    Returns whether each unit runs and whether it starts at boot, as pyinfra's ``systemd.service`` reads them
+    (a sub-state such as ``running`` or ``exited``; an ``enabled`` or ``static`` unit file), for many units
+    in one command:
+
+    .. code:: python
+
+        {"docker.service": {"running": True, "enabled": True}}
+    """
+
+    @override
+    def command(self, units: list[str]):
+        return f"systemctl show --property=Id,SubState,UnitFileState {' '.join(checked_unit_names(units))}"
+
+    default = dict
+
+    @override
+    def process(self, output):
+        return {block["Id"]: {"running": block.get("SubState") in RUNNING_SUB_STATES,
+                              "enabled": block.get("UnitFileState") in ("enabled", "static")}
+                for block in property_blocks(output)}
+
+
+RUNNING_SUB_STATES = ("running", "waiting", "exited", "listening", "mounted")
+
+
+def checked_unit_names(units: list[str]) -> list[str]:
+    for unit in units:
+        if not re.fullmatch(UNIT_NAME_REGEX, unit):
+            raise ValueError(f"{unit!r} is not a systemd unit name")
+    return units
+
+
+def property_blocks(output) -> list[dict[str, str]]:
+    """`systemctl show`'s KEY=value lines, one dict per unit (units are apart by a blank line), each with its Id."""
+    blocks, current = [], {}
+    for line in [*output, ""]:
+        if "=" in line and not line.startswith(NOW_MARKER):
+            key, _, value = line.partition("=")
+            current[key] = value
+        elif not line.strip() and current:
+            blocks.append(current)
+            current = {}
+    return [block for block in blocks if block.get("Id")]
 
 
 def _seconds(timestamp: str | None) -> int | None:

@@ -15,10 +15,19 @@ from typing import IO
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 from pyinfra.facts.files import FindLinks
+from pyinfra.operations import files
 
-from k3ops.facts.owned_files import OwnedDirectory, OwnedFile, PrivateDirectory
+from k3ops.facts.memo import remembered
+from k3ops.facts.owned_files import CONFIG_ROOT, ConfigFiles, OwnedDirectory, OwnedFile, PrivateDirectory
 from k3ops.onhost.layout import STATE_DIR, UPLOAD_DIR
-from k3ops.owned_files import replace_command
+from k3ops.owned_files import replace_command, replace_with
+
+
+def found_file(path: str) -> dict | None:
+    """The file at `path` as `OwnedFile` returns it; k3ops' files under /etc are read together (`ConfigFiles`)."""
+    if path.startswith(f"{CONFIG_ROOT}/") and "k3ops" in path:
+        return remembered(ConfigFiles).get(path)
+    return remembered(OwnedFile, path=path)
 
 
 @operation()
@@ -40,12 +49,63 @@ def file(path: str, content: str, owner: str = "root", mode: str = "600"):
                          owner="k3ops-nccl", mode="600")
     """
 
-    wanted = {"owner": owner, "group": owner, "mode": mode, "sha256": hashlib.sha256(content.encode()).hexdigest()}
-    if host.get_fact(OwnedFile, path=path) == wanted:
-        host.noop(f"{path} is up to date")
+    if up_to_date(path, content, owner, mode):
         return
     staged = yield from staged_upload(StringIO(content), path)
     yield f"{replace_command(path, mode, owner)} < {staged}; status=$?; rm -f {staged}; exit $status"
+
+
+@operation()
+def config_file(path: str, content: str, mode: str = "644"):
+    """
+    A file of root's that holds no secret (an apt source, a unit, a module list), written by rename like
+    `file`, its content on the command line: one command, nothing staged.
+
+    + path: where the file goes
+    + content: what it holds
+    + mode: its mode, e.g. ``"644"``
+
+    **Example:**
+
+    .. code:: python
+
+        owned_files.config_file(path="/etc/modules-load.d/k3ops-nvidia-peermem.conf", content="nvidia-peermem\\n")
+    """
+
+    if not up_to_date(path, content, "root", mode):
+        yield replace_with(path, content, mode)
+
+
+@operation()
+def downloaded(src: str, path: str, mode: str = "644"):
+    """
+    A file of root's downloaded once by the host itself (``files.download``), asked about through
+    `found_file`: an apt repository's signing key, say.
+
+    + src: the URL
+    + path: where the file goes
+    + mode: its mode
+
+    **Example:**
+
+    .. code:: python
+
+        owned_files.downloaded(src="https://example.com/key.asc", path="/etc/apt/keyrings/k3ops-example.asc")
+    """
+
+    found = found_file(path)
+    if found is not None and (found["owner"], found["group"], found["mode"]) == ("root", "root", mode):
+        host.noop(f"{path} is downloaded")
+        return
+    yield from files.download._inner(src=src, dest=path, mode=mode)
+
+
+def up_to_date(path: str, content: str, owner: str, mode: str) -> bool:
+    wanted = {"owner": owner, "group": owner, "mode": mode, "sha256": hashlib.sha256(content.encode()).hexdigest()}
+    if found_file(path) != wanted:
+        return False
+    host.noop(f"{path} is up to date")
+    return True
 
 
 def staged_upload(content: IO, destination: str):
@@ -63,7 +123,7 @@ def staged_upload(content: IO, destination: str):
 def directory(path: str, owner: str, mode: str = "755"):
     """
     A directory made by ``owner`` itself, so that root never chowns a path its owner could have swapped
-    for a link.
+    for a link; one of root's is made, or taken back from an earlier owner, by ``install -d``.
 
     + path: the directory
     + owner: who makes and owns it
@@ -76,11 +136,14 @@ def directory(path: str, owner: str, mode: str = "755"):
         owned_files.directory(path="/var/lib/k3ops/engine/cache", owner="k3ops", mode="755")
     """
 
-    if host.get_fact(OwnedDirectory, path=path) == {"owner": owner, "group": owner, "mode": mode}:
+    if remembered(OwnedDirectory, path=path) == {"owner": owner, "group": owner, "mode": mode}:
         host.noop(f"{path} is up to date")
         return
+    if owner == "root":  # root's own directory, in a directory of root's: taken back from an earlier owner
+        yield shlex.join(["install", "-d", "-o", "root", "-g", "root", "-m", mode, "--", path])
+        return
     make = shlex.join(["sh", "-c", 'mkdir -p -- "$1" && chmod "$2" -- "$1"', "sh", path, mode])
-    yield f"runuser -u {shlex.quote(owner)} -- {make}" if owner != "root" else make
+    yield f"runuser -u {shlex.quote(owner)} -- {make}"
 
 
 @operation()
@@ -98,7 +161,7 @@ def staging_directory(path: str):
         owned_files.staging_directory(path=".cache/k3ops-staging")
     """
 
-    if host.get_fact(PrivateDirectory, path=path, _sudo=False):
+    if remembered(PrivateDirectory, path=path, _sudo=False):
         host.noop(f"~/{path} is the SSH user's own")
         return
     directory = shlex.quote(path)
@@ -121,7 +184,7 @@ def no_links(path: str):
         owned_files.no_links(path="/var/lib/k3ops")
     """
 
-    links = host.get_fact(FindLinks, path=path, maxdepth=1) or []
+    links = remembered(FindLinks, path=path, maxdepth=1) or []
     if not links:
         host.noop(f"no link in {path}")
         return

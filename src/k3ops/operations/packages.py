@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
+from pyinfra.operations.util.packaging import ensure_packages
 
 from k3ops.facts.apt import AptArchives, AptHeldPackages
+from k3ops.facts.memo import remembered
 
 UPDATE_ATTEMPTS = 3
 UPDATE_ATTEMPT_SECONDS = 300
@@ -32,13 +36,41 @@ def held(packages: list[str], present: bool = True):
         )
     """
 
-    currently_held = set(host.get_fact(AptHeldPackages))
+    currently_held = set(remembered(AptHeldPackages))
     to_change = [package for package in packages if (package in currently_held) != present]
     if not to_change:
         host.noop(f"{', '.join(packages)} already {'held' if present else 'not held'}")
         return
 
     yield StringCommand("apt-mark", "hold" if present else "unhold", *(QuoteString(package) for package in to_change))
+
+
+@operation()
+def installed(packages: list[str], no_recommends: bool = True, allow_downgrades: bool = False,
+              extra_install_args: str | None = None):
+    """
+    Install packages (``name`` or ``name=version``) that are missing or at another version, as ``apt.packages``
+    does, reading what is installed through `remembered`: one listing per host serves every install a deploy
+    makes until one of them changes something.
+
+    + packages: the packages, each ``name`` or ``name=version``
+    + no_recommends: install without their Recommends
+    + allow_downgrades: a version older than the installed one may be installed
+    + extra_install_args: more arguments to ``apt-get install``
+
+    **Example:**
+
+    .. code:: python
+
+        packages.installed(name="Install time sync", packages=["systemd-timesyncd"])
+    """
+
+    arguments = ["install", *(["--no-install-recommends"] if no_recommends else []),
+                 *(["--allow-downgrades"] if allow_downgrades else []),
+                 *([extra_install_args] if extra_install_args else [])]
+    yield from ensure_packages(host, packages, remembered(DebPackages), present=True,
+                               install_command=noninteractive_apt(" ".join(arguments)),
+                               uninstall_command=noninteractive_apt("remove"), version_join="=")
 
 
 def held_at(name: str, packages: list[str], version: str, hold: list[str] | None = None, no_recommends: bool = True):
@@ -65,15 +97,15 @@ def held_at(name: str, packages: list[str], version: str, hold: list[str] | None
         )
     """
 
-    installed = apt.packages(name=name, packages=[f"{package}={version}" for package in packages],
-                             no_recommends=no_recommends, allow_downgrades=True,
-                             extra_install_args="--allow-change-held-packages")
+    install = installed(name=name, packages=[f"{package}={version}" for package in packages],
+                        no_recommends=no_recommends, allow_downgrades=True,
+                        extra_install_args="--allow-change-held-packages")
     held(name=f"Hold {', '.join(hold or packages)}", packages=hold or packages)
-    return installed
+    return install
 
 
 @operation()
-def update(cache_time: int | None = None, sources_change: bool = False):
+def update(cache_time: int | None = None, sources: list[OperationMeta] | None = None):
     """
     Refresh the apt lists like ``apt.update``, with each attempt bounded in time and retried.
 
@@ -81,7 +113,8 @@ def update(cache_time: int | None = None, sources_change: bool = False):
     fail the attempt, not hang every later operation on the host.
 
     + cache_time: skip the refresh when the lists are younger than this many seconds
-    + sources_change: refresh whatever the lists' age: an apt source or pin changes before this runs
+    + sources: operations that add apt sources or pins, before this: refresh whatever the lists' age if any of
+      them changed something (asked once it has run; before, in a plan, whether it would)
 
     **Example:**
 
@@ -91,7 +124,7 @@ def update(cache_time: int | None = None, sources_change: bool = False):
     """
 
     bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
-    if sources_change:
+    if any(source.did_change() if source.is_complete() else source.will_change for source in sources or ()):
         yield " || ".join([bounded] * UPDATE_ATTEMPTS)
         if cache_time:
             yield f"touch {apt.APT_UPDATE_FILENAME}"  # the age cache_time reads, as apt.update keeps it
@@ -119,7 +152,7 @@ def downloaded(packages: list[str]):
     """
 
     ready = set(host.get_fact(AptArchives))
-    installed = host.get_fact(DebPackages)
+    installed = remembered(DebPackages)
     missing = [wanted for wanted in packages if wanted not in ready
                and wanted.partition("=")[2] not in installed.get(wanted.partition("=")[0], [])]
     if not missing:

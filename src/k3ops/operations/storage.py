@@ -11,6 +11,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, operation
 from pyinfra.operations import files
 
+from k3ops.facts.memo import remembered
 from k3ops.facts.storage import MDADM_CONF, BlockDeviceSignature, MdadmConfArrays, MdArrays, MountedFilesystem
 from k3ops.owned_files import replace_command
 
@@ -31,7 +32,7 @@ def _foreign(device: str, signature: dict) -> str:
 
 
 def _signatures(devices: list[str]) -> dict[str, dict]:
-    signatures = {device: host.get_fact(BlockDeviceSignature, device=device) for device in devices}
+    signatures = {device: remembered(BlockDeviceSignature, device=device) for device in devices}
     missing = [device for device, signature in signatures.items() if signature is None]
     if missing:
         raise OperationError(f"no such block device: {', '.join(missing)} (check nvme_devices)")
@@ -103,7 +104,7 @@ def raid0_recorded(array_name: str, devices: list[str]):
     """
 
     device = f"/dev/md/{array_name}"
-    member = host.get_fact(BlockDeviceSignature, device=devices[0]) or {}
+    member = remembered(BlockDeviceSignature, device=devices[0]) or {}
     recorded = host.get_fact(MdadmConfArrays).get(device, {})
     if member.get("type") == RAID_MEMBER and _hex(recorded.get("uuid", "")) == _hex(member.get("uuid", "")):
         host.noop(f"{device} is in {MDADM_CONF} (UUID {recorded['uuid']})")

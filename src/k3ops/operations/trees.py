@@ -12,6 +12,7 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.api import operation
 
+from k3ops.facts.memo import remembered
 from k3ops.facts.trees import TreeDigests
 from k3ops.operations.owned_files import staged_upload
 
@@ -58,7 +59,7 @@ def copied(src: str, dest: str):
 
     files = tree_files(Path(src))
     wanted = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    if host.get_fact(TreeDigests, path=dest) == wanted:
+    if remembered(TreeDigests, path=dest) == wanted:
         host.noop(f"{dest} is up to date")
         return
     staged = yield from staged_upload(io.BytesIO(archive(files)), dest)
