@@ -12,16 +12,17 @@ from __future__ import annotations
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
-from pyinfra.api import FactBase, StringCommand
+from pyinfra.api import FactBase
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.facts.server import Command
+
+from .reader import MISSING_COMMAND_MARKER, fact_command
 
 T = TypeVar("T")
 
 # host -> (fact, its arguments) -> (the host's changes when it was read, the value read)
 _READ: WeakKeyDictionary[Any, dict[tuple, tuple[int, Any]]] = WeakKeyDictionary()
 SECTION_MARK = "k3ops-fact-section"
-MISSING_TOOL = "k3ops-fact-missing-tool"
 
 
 def changes_on_host() -> int:
@@ -47,10 +48,8 @@ def read_together(*facts: type[FactBase] | tuple[type[FactBase], dict]) -> None:
     asked = [item if isinstance(item, tuple) else (item, {}) for item in facts]
     sections = []
     for index, (fact, kwargs) in enumerate(asked):
-        command, tool = (_shell(getattr(fact(), name), kwargs) for name in ("command", "requires_command"))
-        if tool:
-            command = f"if command -v {tool} >/dev/null 2>&1; then ({command}); else echo {MISSING_TOOL}; fi"
-        sections.append(f"echo {SECTION_MARK}; ({command}) 2>/dev/null; echo {SECTION_MARK} {index} $?")
+        sections.append(f"echo {SECTION_MARK}; ({fact_command(fact(), **kwargs)}) 2>/dev/null; "
+                        f"echo {SECTION_MARK} {index} $?")
     output = ctx_host.get().get_fact(Command, command="; ".join(sections)) or ""
     lines: list[str] = []
     for line in output.split("\n"):
@@ -58,7 +57,7 @@ def read_together(*facts: type[FactBase] | tuple[type[FactBase], dict]) -> None:
             lines = []
         elif line.startswith(f"{SECTION_MARK} "):
             index, status = (int(word) for word in line.split()[1:3])
-            if status == 0 and lines != [MISSING_TOOL]:
+            if status == 0 and lines != [MISSING_COMMAND_MARKER]:
                 fact, kwargs = asked[index]
                 read, key, changes = _entry(fact, kwargs)
                 read[key] = (changes, fact().process(lines) if lines else fact().default())
@@ -71,8 +70,3 @@ def _entry(fact: type[FactBase], kwargs: dict) -> tuple[dict, tuple, int]:
     key = (getattr(ctx_state.get(), "is_executing", False), fact, repr(sorted(kwargs.items())))
     return _READ.setdefault(ctx_host.get(), {}), key, changes_on_host()
 
-
-def _shell(command, kwargs: dict) -> str | None:
-    """A fact's command (or its required tool) as shell text."""
-    command = command(**kwargs) if callable(command) else command
-    return command.get_raw_value() if isinstance(command, StringCommand) else command

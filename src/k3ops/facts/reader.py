@@ -2,7 +2,8 @@
 
 A deploy asks `host.get_fact(NvidiaGpus)` through pyinfra; the host checks and the status commands
 ask the same question through `read_fact`, which builds the command and reads its output the way
-pyinfra does, so every question about a host has one command and one parser.
+pyinfra does, so every question about a host has one command and one parser (`fact_command` also builds
+the parts of a deploy's one command for several facts: k3ops.facts.memo.read_together).
 """
 
 from __future__ import annotations
