@@ -49,8 +49,9 @@ class UpgradeSpec(BaseModel):
     upgrade_lb_settle_seconds: float = Field(
         15, ge=0, le=600, description="wait after deregistering, for the balancer to stop sending before the drain")
     upgrade_drain_timeout_seconds: int = Field(
-        600, ge=0, le=6 * 3600, description="how long the drain waits for running requests to reach zero "
-                                             "(the engine's metrics) before stopping the engine anyway")
+        600, ge=0, le=6 * 3600, description="how long the drain waits for requests running and waiting to reach "
+                                             "zero (the engine's metrics; unreadable counts as busy) before "
+                                             "stopping the engine anyway")
     upgrade_soak_seconds: int = Field(
         300, ge=0, le=24 * 3600, description="after rejoining, how long a group must keep serving, checked, "
                                              "before the rollout counts it done (and moves past the canary)")

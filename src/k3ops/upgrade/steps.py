@@ -24,6 +24,7 @@ from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
 from ..facts.nvidia import NvidiaKernelModule
+from ..facts.units import UnitStates
 from ..owned_files import replace_with
 from ..inventory import SshTarget, selected
 from ..nccl.check import run_check
@@ -167,29 +168,56 @@ def stage(run: Run, group: dict) -> None:
 
 
 def drain(run: Run, group: dict) -> str:
-    """Mark the hosts, stop the balancer sending them requests, and wait for running requests to end."""
+    """Mark the hosts, stop the balancer sending them requests, and wait until their engines have nothing in flight
+    (`Drain`)."""
     mark(run, group, "draining")
     balancer(run, group, "deregister")
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
     time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
-    deadline = time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings)
+    watch = Drain(deadline=time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings))
     serving = set(heads(run, group))
     while True:
-        running = on_group(run, group, lambda remote, data: requests_running(remote, data)
-                           if remote.name in serving else 0)
-        busy = {host: count for host, count in running.items() if count}
-        if not busy:
-            return "no request running"
-        if time.monotonic() > deadline:
-            return f"drain timed out with requests still running ({busy}); the engine's own stop drains the rest"
+        verdict = watch.sample(on_group(run, group, lambda remote, data: in_flight(remote, data)
+                                        if remote.name in serving else 0), time.monotonic())
+        if verdict:
+            return verdict
         time.sleep(POLL_SECONDS)
 
 
-def requests_running(remote, data: dict) -> float:
+@dataclass
+class Drain:
+    """When a drain ends: each serving host's requests in flight (running and waiting; None: unknown) sampled
+    until every host shows none on QUIET_SAMPLES samples in a row (one zero may fall between two requests), or
+    the deadline passes. Unknown is never taken for none: it waits, as a busy host does."""
+
+    deadline: float
+    quiet: int = 0
+    QUIET_SAMPLES = 2
+
+    def sample(self, found: dict[str, float | None], at: float) -> str | None:
+        """The drain's outcome after this sample, or None to sample again."""
+        self.quiet = self.quiet + 1 if all(count == 0 for count in found.values()) else 0
+        if self.quiet >= self.QUIET_SAMPLES:
+            return "no request running or waiting"
+        if at > self.deadline:
+            busy = {host: "unknown" if count is None else count for host, count in found.items() if count != 0}
+            return f"drain timed out with requests in flight ({busy}); the engine's own stop drains the rest"
+        return None
+
+
+def in_flight(remote, data: dict) -> float | None:
+    """Requests running and waiting on the host's engine, from its metrics page: 0 when no engine unit runs there,
+    None when one runs but its page does not say (unreadable, or slow to answer)."""
     engine = engine_of(data)
-    if engine is None or not remote.get_fact(EngineState, **state_urls(data))["ready"]:
+    if engine is None:
         return 0
-    return remote.get_fact(EngineMetrics, metrics_url=engine_urls(engine)["metrics_url"])["requests_running"] or 0
+    unit = remote.get_fact(UnitStates, units=[layout.ENGINE_UNIT]).get(layout.ENGINE_UNIT, {})
+    if unit.get("active") not in ("active", "reloading", "deactivating"):  # stopped, failed, between restarts
+        return 0
+    metrics = remote.get_fact(EngineMetrics, metrics_url=engine_urls(engine)["metrics_url"])
+    if metrics["requests_running"] is None or metrics["requests_waiting"] is None:
+        return None
+    return metrics["requests_running"] + metrics["requests_waiting"]
 
 
 def state_urls(data: dict) -> dict:
