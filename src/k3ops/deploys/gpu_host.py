@@ -26,12 +26,12 @@ from .nvidia import nvidia, nvidia_sources
 from .rocm import rocm, rocm_sources
 from .uploads import staged_privately
 
-# What the parts below ask of a host before any operation runs, by the host's GPU vendor: asked in one command.
+# What the parts below ask of a host before any operation runs, beyond the kernel facts base asks of every host,
+# by the host's GPU vendor: asked together, in one command.
 ASKED_FIRST = {
-    None: (KernelVersion, InstalledKernels),
-    "nvidia": (KernelVersion, InstalledKernels, RdmaNics, SecureBoot, NvSwitches, NvidiaKernelModule,
-               (KernelModuleLoaded, {"module": PEERMEM_MODULE})),
-    "amd": (KernelVersion, InstalledKernels, RdmaNics, SecureBoot, AmdgpuModule, KernelCommandLine),
+    None: (),
+    "nvidia": (RdmaNics, SecureBoot, NvSwitches, NvidiaKernelModule, (KernelModuleLoaded, {"module": PEERMEM_MODULE})),
+    "amd": (RdmaNics, SecureBoot, AmdgpuModule, KernelCommandLine),
 }
 
 
@@ -40,7 +40,7 @@ ASKED_FIRST = {
 @deploy("GPU host")
 def gpu_host() -> None:
     spec = host_settings(host).gpu
-    read_together(*ASKED_FIRST[spec.gpu_vendor])
+    read_together(KernelVersion, InstalledKernels, *ASKED_FIRST[spec.gpu_vendor])  # base asks these of every host
     driver_sources = {"nvidia": nvidia_sources, "amd": rocm_sources}[spec.gpu_vendor](spec) if spec.gpu_vendor else []
     sources = [*(docker_sources(spec) if spec.gpu_vendor else []), *driver_sources, *doca_sources(spec)]
     base(sources)

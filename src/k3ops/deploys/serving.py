@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import DeployError, QuoteString, StringCommand, deploy
-from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import docker, files, server, systemd
 from pyinfra.operations.util import any_changed
 
@@ -74,7 +73,7 @@ def serving() -> None:
 
     def running_stale() -> bool:
         """Running, but on an old unit, key or revision: restart it (once, before the start below)."""
-        if not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
+        if not units.switches(ENGINE_UNIT)["running"]:
             return False
         state = host.get_fact(EngineState, health_url=urls["health_url"], models_url=urls["models_url"],
                               served_name=model_host.model.name)

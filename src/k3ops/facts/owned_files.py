@@ -69,6 +69,11 @@ class ConfigFiles(FactBase[dict[str, dict]]):
 
     default = dict
 
+    @staticmethod
+    def lists(path: str) -> bool:
+        """Whether `path` is one this fact reads (its command's `find` and `-path`)."""
+        return path.startswith(f"{CONFIG_ROOT}/") and "k3ops" in path
+
     @override
     def process(self, output):
         stats, digests = {}, {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pyinfra.api import FactBase
+from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 from typing_extensions import override
 
 # A unit name ("nvidia-fabricmanager.service", "k3ops-model-fetch@kimi-k3.service"): systemd's characters but
@@ -63,12 +64,9 @@ class UnitSwitches(FactBase[dict[str, dict[str, bool]]]):
 
     @override
     def process(self, output):
-        return {block["Id"]: {"running": block.get("SubState") in RUNNING_SUB_STATES,
-                              "enabled": block.get("UnitFileState") in ("enabled", "static")}
+        return {block["Id"]: {"running": block.get("SubState") in SystemdStatus.state_values,
+                              "enabled": block.get("UnitFileState") in SystemdEnabled.state_values}
                 for block in property_blocks(output)}
-
-
-RUNNING_SUB_STATES = ("running", "waiting", "exited", "listening", "mounted")
 
 
 def checked_unit_names(units: list[str]) -> list[str]:
@@ -82,7 +80,7 @@ def property_blocks(output) -> list[dict[str, str]]:
     """`systemctl show`'s KEY=value lines, one dict per unit (units are apart by a blank line), each with its Id."""
     blocks, current = [], {}
     for line in [*output, ""]:
-        if "=" in line and not line.startswith(NOW_MARKER):
+        if "=" in line:
             key, _, value = line.partition("=")
             current[key] = value
         elif not line.strip() and current:

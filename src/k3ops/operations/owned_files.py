@@ -18,14 +18,14 @@ from pyinfra.facts.files import FindLinks
 from pyinfra.operations import files
 
 from k3ops.facts.memo import remembered
-from k3ops.facts.owned_files import CONFIG_ROOT, ConfigFiles, OwnedDirectory, OwnedFile, PrivateDirectory
+from k3ops.facts.owned_files import ConfigFiles, OwnedDirectory, OwnedFile, PrivateDirectory
 from k3ops.onhost.layout import STATE_DIR, UPLOAD_DIR
 from k3ops.owned_files import replace_command, replace_with
 
 
 def found_file(path: str) -> dict | None:
     """The file at `path` as `OwnedFile` returns it; k3ops' files under /etc are read together (`ConfigFiles`)."""
-    if path.startswith(f"{CONFIG_ROOT}/") and "k3ops" in path:
+    if ConfigFiles.lists(path):
         return remembered(ConfigFiles).get(path)
     return remembered(OwnedFile, path=path)
 

@@ -16,6 +16,17 @@ READ_TOGETHER = (*(f"{unit}.service" for unit in (DCGM, DOCKER, FABRIC_MANAGER, 
                  ENGINE_UNIT, WATCHDOG_TIMER)
 
 
+def unit_name(unit: str) -> str:
+    return unit if "." in unit else f"{unit}.service"
+
+
+def switches(unit: str) -> dict[str, bool]:
+    """Whether the unit runs and starts at boot, read with the units k3ops starts (`UnitSwitches`)."""
+    name = unit_name(unit)
+    units = list(READ_TOGETHER) if name in READ_TOGETHER else [*READ_TOGETHER, name]
+    return remembered(UnitSwitches, units=units).get(name, {"running": False, "enabled": False})
+
+
 @operation()
 def service(unit: str, running: bool | None = None, enabled: bool | None = None, restarted: bool = False):
     """
@@ -34,9 +45,8 @@ def service(unit: str, running: bool | None = None, enabled: bool | None = None,
         units.service(name="Run Docker", unit="docker", running=True, enabled=True)
     """
 
-    name = unit if "." in unit else f"{unit}.service"
-    units = list(READ_TOGETHER) if name in READ_TOGETHER else [*READ_TOGETHER, name]
-    found = remembered(UnitSwitches, units=units).get(name, {"running": False, "enabled": False})
+    name = unit_name(unit)
+    found = switches(name)
     if running is not None and found["running"] != running:
         yield StringCommand("systemctl", "start" if running else "stop", QuoteString(name))
     elif running is not None:
