@@ -9,6 +9,7 @@ Two h200x8 hosts (one fabric-check group) and an mi355x8, each serving the tiny 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -55,22 +56,38 @@ def test_a_healthy_fleet_and_a_fresh_boot_raise_no_alarm(fleet):
     assert all(f"{name}  HEALTHY" in table for name in HOSTS), table
 
 
-def test_a_host_under_maintenance_reports_so_instead_of_alarming(fleet):
-    marker = json.dumps({"reason": "driver upgrade to 580.126.09", "since": "2026-12-01T14:02:11+00:00",
-                         "by": "k3ops upgrade"})
+def test_a_host_under_maintenance_reports_so_until_its_deadline_and_keeps_its_engine_stopped(fleet):
+    """A marker holds the doctor's findings back while its deadline holds, and a deploy leaves the engine of a
+    marked host as it is; past the deadline the doctor says nobody is working on the host, and shows the rest."""
+    def mark(minutes: int) -> None:
+        deadline = (datetime.now(timezone.utc) + timedelta(minutes=minutes)).isoformat(timespec="seconds")
+        marker = json.dumps({"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "state": "stopped",
+                             "since": "2026-12-01T14:02:11+00:00", "deadline": deadline})
+        on_host("gpu-02", f"echo '{marker}' > {MAINTENANCE_MARKER}")
+
     k3ops("lab", "fault", "gpu-02", "persistenced-crash")
-    on_host("gpu-02", f"mkdir -p $(dirname {MAINTENANCE_MARKER}) && echo '{marker}' > {MAINTENANCE_MARKER}")
+    on_host("gpu-02", f"systemctl disable --now {ENGINE_UNIT}")  # as a rollout's stop step leaves it
+    mark(30)
     try:
         status, hosts = doctor(fleet)
         assert status == 0 and hosts["gpu-02"]["status"] == "maintenance"
         assert hosts["gpu-02"]["maintenance"]["reason"] == "driver upgrade to 580.126.09"
         assert "under maintenance: driver upgrade" in k3ops("doctor", fleet, "--limit", "gpu-02").stdout
-        on_host("gpu-02", f"rm {MAINTENANCE_MARKER}")
+        deployed = pyinfra("-v", "deploys/serving.py", "--limit", "gpu-02", inventory=fleet)
+        assert deployed.returncode == 0 and "engine left as it is: the host is under maintenance" in \
+            deployed.stdout + deployed.stderr, deployed.stdout[-3000:] + deployed.stderr[-3000:]
+        assert on_host("gpu-02", f"systemctl is-active {ENGINE_UNIT}", check=False).stdout.strip() == "inactive"
+        mark(-1)  # the controller that wrote it died a minute ago
         status, hosts = doctor(fleet, "--limit", "gpu-02")
-        assert status == 1 and [finding["runbook"] for finding in hosts["gpu-02"]["findings"]] == ["persistenced-down"]
+        assert status == 1 and hosts["gpu-02"]["status"] == "warning", hosts["gpu-02"]
+        findings = {finding["runbook"]: finding for finding in hosts["gpu-02"]["findings"]}
+        assert set(findings) == {"host-left-in-maintenance", "persistenced-down"}, findings
+        assert "has passed: nobody is working on it" in findings["host-left-in-maintenance"]["summary"]
     finally:
         on_host("gpu-02", f"rm -f {MAINTENANCE_MARKER}")
         k3ops("lab", "fault", "gpu-02", "--clear")
+    restored = pyinfra("deploys/serving.py", "--limit", "gpu-02", inventory=fleet)  # the marker gone: it serves
+    assert restored.returncode == 0, restored.stdout[-3000:] + restored.stderr[-3000:]
     assert_clean(fleet)
 
 

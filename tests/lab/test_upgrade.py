@@ -157,15 +157,20 @@ def test_a_canary_failing_validation_halts_the_rollout_and_leaves_the_rest_servi
     assert [state for _, state, _ in failed["history"]].count("validating") == 2  # on the new driver, then the old
     assert driver("gpu-01") == OLD  # back, on a new boot (its boot id before the rollback's deploy is recorded)
     assert failed["before"]["gpu-01"][0] != on_host("gpu-01", "cat /proc/sys/kernel/random/boot_id").stdout.strip()
-    assert json.loads(on_host("gpu-01", f"cat {MAINTENANCE_MARKER}").stdout)["state"] == "failed"
+    marker = json.loads(on_host("gpu-01", f"cat {MAINTENANCE_MARKER}").stdout)
+    assert (marker["state"], marker["rollout"], marker["deadline"]) == ("failed", found["id"], None), marker
     assert "gpu-01" not in {path.name for path in fleet["balancer"].iterdir()}
     urls = chat_urls(fleet["inventory"])
     assert not answers(urls["gpu-01"])  # out of service: its engine is stopped too
     for host in ("gpu-02", "gpu-03"):
         assert driver(host) == OLD and answers(urls[host])
         assert on_host(host, f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+    # Left out of service, it is the doctor's critical finding, not a silent MAINTENANCE.
     doctor = json.loads(k3ops("doctor", fleet["inventory"], "--json", check=False).stdout)
-    assert {host["host"]: host["status"] for host in doctor["hosts"]}["gpu-01"] == "maintenance"
+    parked = {host["host"]: host for host in doctor["hosts"]}["gpu-01"]
+    assert doctor["exit_status"] == 2 and parked["status"] == "critical", parked
+    assert parked["findings"][0]["runbook"] == "host-left-in-maintenance" and \
+        "mlx5_2 port 1: Down" in parked["findings"][0]["summary"], parked
 
 
 def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(fleet):

@@ -8,6 +8,7 @@ test_doctor_log_patterns.py); here a host answers each fact with a value, as the
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from k3ops.facts.maintenance import MaintenanceMarker
 from k3ops.facts.nvidia import (FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
                                 NvidiaUserspaceVersion, NvSwitches)
 from k3ops.facts.units import UnitStates
+from k3ops.maintenance import iso
 from k3ops.onhost.layout import ENGINE_UNIT
 from k3ops_lab.inventory import LAB_HEADROOM_GIB
 
@@ -252,12 +254,57 @@ def test_an_amd_host_names_an_unloaded_driver_and_a_mismatched_one():
     assert runbooks_named(refused) == ["secure-boot-blocks-driver"]
 
 
-def test_under_maintenance_a_host_reports_so_and_exits_0():
-    facts = {**healthy_h200(), MaintenanceMarker: {"reason": "driver upgrade", "since": "now", "by": "k3ops"},
-             NvidiaDriverState: "mismatch", NvidiaGpus: [], NvidiaKernelModule: None, NvidiaUserspaceVersion: None,
-             KernelDriverMismatch: None}
-    diagnosis = diagnose(FactHost(facts), specs())
+def marker_at(**fields) -> dict:
+    """A rollout's marker (k3ops.maintenance.marker), with `fields` over it."""
+    return {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "state": "upgrading",
+            "since": iso(datetime.now(timezone.utc) - timedelta(minutes=10)), "rollout": "5f0c2a91d3e4b6a7",
+            "controller": "ops@bastion-1", "group": "gpu-01", **fields}
+
+
+def in_minutes(minutes: float) -> str:
+    return iso(datetime.now(timezone.utc) + timedelta(minutes=minutes))
+
+
+def under_maintenance(marker: dict) -> dict:
+    """A host a rollout is upgrading: its driver half installed, its engine stopped, and `marker`."""
+    return {**healthy_h200(), MaintenanceMarker: marker, NvidiaDriverState: "mismatch", NvidiaGpus: [],
+            NvidiaKernelModule: None, NvidiaUserspaceVersion: None, KernelDriverMismatch: None,
+            UnitStates: engine_unit(unit(active="inactive", sub="dead")),
+            EngineState: {"unit": "inactive", "revision": None, "ready": False, "detail": "not running"}}
+
+
+def test_under_maintenance_until_its_deadline_a_host_reports_so_and_exits_0():
+    diagnosis = diagnose(FactHost(under_maintenance(marker_at(deadline=in_minutes(30)))), specs())
     assert diagnosis.status == "maintenance" and diagnosis.findings and exit_status([diagnosis]) == 0
+    assert "host-left-in-maintenance" not in runbooks_named(diagnosis)
+
+
+@pytest.mark.parametrize("marker", [marker_at(deadline=in_minutes(-1)),  # its controller died a minute ago
+                                    {"reason": "RMA ticket 4711", "by": "ops: alice",  # a person's, no deadline
+                                     "since": iso(datetime.now(timezone.utc) - timedelta(hours=25))},
+                                    {"reason": "unreadable marker: ''"},  # an empty file
+                                    marker_at(deadline="next tuesday")])
+def test_a_marker_past_its_deadline_is_a_warning_with_every_finding_shown(marker):
+    facts = {**healthy_h200(), MaintenanceMarker: marker,
+             UnitStates: lambda units: {name: unit(active="failed", sub="failed", result="signal")
+                                        if name == checks.PERSISTENCED_UNIT else unit() for name in units}}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert diagnosis.status == "warning" and diagnosis.maintenance is None and exit_status([diagnosis]) == 1
+    assert runbooks_named(diagnosis) == ["host-left-in-maintenance", "persistenced-down"]
+    assert "nobody" in diagnosis.findings[0].summary and diagnosis.findings[0].check == "maintenance"
+
+
+def test_a_host_a_rollout_left_failed_is_critical_and_explains_its_stopped_engine():
+    marker = marker_at(state="failed", deadline=None, detail="fabric check failed: mlx5_2 port 1: Down")
+    facts = {**healthy_h200(), MaintenanceMarker: marker,
+             UnitStates: engine_unit(unit(active="inactive", sub="dead", result="success")),
+             EngineState: {"unit": "inactive", "revision": None, "ready": False, "detail": "not running"}}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert diagnosis.status == "critical" and exit_status([diagnosis]) == 2
+    assert runbooks_named(diagnosis) == ["host-left-in-maintenance"]
+    assert "failed: fabric check failed: mlx5_2 port 1: Down" in diagnosis.findings[0].summary
+    assert "rollout 5f0c2a91d3e4b6a7 from ops@bastion-1" in diagnosis.findings[0].summary
+    assert diagnosis.findings[0].variables == {"MARKER_STATE": "failed"}
 
 
 # The runbooks: every one parses, its header's checks exist, and every runbook the doctor names is one.

@@ -65,7 +65,7 @@ def clustered(cluster: str) -> dict:
 
 def recorded(fleet: str, status: str, groups: list[dict]) -> Rollout:
     """A whole record of a rollout of `fleet` to 580.126.09, as new_rollout and `start` write it, saved."""
-    record = {"inventory": fleet, "inventory_sha256": inventory_digest(fleet), "to": "580.126.09", "canary": 1,
+    record = {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "inventory_sha256": inventory_digest(fleet), "to": "580.126.09", "canary": 1,
               "max_unavailable": "1", "budget": 1, "max_failures": 0, "limit": [], "skipped": [],
               "started": "2026-12-01T19:00:00+00:00", "status": status,
               "groups": [{"canary": False, "to": "580.126.09", "failures": 0, "detail": "", **group} for group in groups]}
@@ -158,22 +158,29 @@ def test_an_index_lists_each_version_of_the_package():
 
 
 def test_hand_drained_groups_are_held_and_groups_already_there_are_done(tmp_path, capsys):
-    """Decided from what each host shows before a batch: a person's marker holds its group (the canary passes to
-    the next), a host on the version that serves needs nothing, a host out of service is left to the rollout."""
+    """Decided from what each host shows before a batch: a person's marker, or another rollout's, holds its group
+    (the canary passes to the next), a host on the version that serves needs nothing, a host this rollout took out
+    of service is left to it."""
     from k3ops.upgrade.rollout import hold_hand_drained, skip_current
     from k3ops.upgrade.steps import Run
 
+    names = ("gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05")
     groups = [{"name": name, "hosts": [name], "state": "pending", "canary": name == "gpu-01", "to": "580.126.09",
-               "failures": 0} for name in ("gpu-01", "gpu-02", "gpu-03", "gpu-04")]
-    run = Run(Rollout(tmp_path / "rollout.json", {"to": "580.126.09", "groups": groups}), tmp_path / "rollout.log")
-    ours = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade"}
+               "failures": 0} for name in names]
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "to": "580.126.09", "groups": groups}),
+              tmp_path / "rollout.log")
+    ours = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "rollout": "5f0c2a91d3e4b6a7"}
+    theirs = {**ours, "rollout": "0badc0ffee000001", "controller": "bob@bastion-2", "state": "failed"}
     seen = {"gpu-01": {"marker": {"reason": "RMA ticket 4711", "by": "ops: alice"}, "out": "marked", "current": False},
             "gpu-02": {"marker": None, "out": None, "current": False},
             "gpu-03": {"marker": None, "out": None, "current": True},
-            "gpu-04": {"marker": ours, "out": "marked", "current": True}}  # a rollout's own, left by an aborted one
+            "gpu-04": {"marker": ours, "out": "marked", "current": True},  # this rollout's, as a dead controller left it
+            "gpu-05": {"marker": theirs, "out": "marked", "current": False}}  # left failed by another rollout
     hold_hand_drained(run, seen)
     skip_current(run, seen)
     assert {group["name"]: (group["state"], group["canary"]) for group in groups} == {
-        "gpu-01": ("held", False), "gpu-02": ("pending", True), "gpu-03": ("done", False), "gpu-04": ("pending", False)}
+        "gpu-01": ("held", False), "gpu-02": ("pending", True), "gpu-03": ("done", False), "gpu-04": ("pending", False),
+        "gpu-05": ("held", False)}
     assert "RMA ticket 4711 (by ops: alice)" in groups[0]["detail"]
+    assert "(by k3ops upgrade (rollout 0badc0ffee000001 from bob@bastion-2))" in groups[4]["detail"]
     assert json.loads((tmp_path / "rollout.json").read_text())["groups"][2]["state"] == "done"  # recorded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..doctor.findings import UNKNOWN_EXIT
+from ..maintenance import owner, standing
 from .output import add_json_flag, add_limit_flag, table
 
 SUMMARY_HEADER = ("HOST", "STATUS", "RUNBOOK", "SEVERITY", "ACTION", "SUMMARY")
@@ -40,9 +41,10 @@ def report(diagnoses) -> str:
         if diagnosis.error:
             rows.append((diagnosis.host, status, "-", "critical", "-", diagnosis.error))
         elif diagnosis.maintenance is not None:
-            rows.append((diagnosis.host, status, "-", "-", "-", "under maintenance: "
-                         f"{diagnosis.maintenance.get('reason', '?')} (since {diagnosis.maintenance.get('since', '?')}"
-                         f", by {diagnosis.maintenance.get('by', '?')}); {len(diagnosis.findings)} findings held back"))
+            marker = diagnosis.maintenance
+            rows.append((diagnosis.host, status, "-", "-", "-", f"under maintenance: {marker.get('reason', '?')} "
+                         f"(since {marker.get('since', '?')}, by {owner(marker)}, {standing(marker)[1]}); "
+                         f"{len(diagnosis.findings)} findings held back"))
         elif not diagnosis.findings:
             rows.append((diagnosis.host, status, "-", "-", "-", "; ".join(diagnosis.unchecked) or "no problem found"))
         for finding in [] if diagnosis.maintenance is not None else diagnosis.findings:

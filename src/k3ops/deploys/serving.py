@@ -1,7 +1,8 @@
 """The engine serving the model: its pinned artifact, its unit and watchdog, and a wait until it answers.
 
 The unit reads the checkpoint from the cache's active revision with the Hub off; the engine restarts
-when its unit, its secrets or the active revision change, and only then.
+when its unit, its secrets or the active revision change, and only then. On a host under maintenance (a
+rollout's or a person's marker) the engine is left as it is: started, stopped or disabled, it is theirs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from ..engines.units import engine_urls, unit_names, unit_variables
 from ..facts.engine import EngineState
 from ..fabric_gate import gate_refusal
 from ..facts.fabric_check import LastFabricCheck
+from ..facts.maintenance import MaintenanceMarker
+from ..maintenance import owner
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
 from ..operations import engine as engine_operations
@@ -79,6 +82,11 @@ def serving() -> None:
                               served_name=model_host.model.name)
         return any(op.did_change() for op in [*unit_files, secrets]) or state["revision"] not in (None, loaded)
 
+    marker = host.get_fact(MaintenanceMarker)
+    if marker is not None:  # a rollout or a person took the host out of service: its engine is theirs
+        host.noop(f"engine left as it is: the host is under maintenance ({marker.get('reason', '?')}, by "
+                  f"{owner(marker)}); remove {layout.MAINTENANCE_MARKER} to return it to service")
+        return
     units.service(name="Restart the engine onto its new unit, key or revision", unit=ENGINE_UNIT,
                   restarted=True, _if=running_stale)
     units.service(name=f"Engine {found.engine} ({found.name})", unit=ENGINE_UNIT, running=True, enabled=True)

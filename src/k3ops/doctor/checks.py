@@ -22,11 +22,13 @@ from ..facts.fabric_check import LastFabricCheck
 from ..facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
 from ..facts.journal import UnitJournal
 from ..facts.kernel_log import KernelDriverMismatch, KernelXidEvents
+from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaDriverState, NvidiaGpus, NvidiaKernelModule, NvidiaUserspaceVersion, NvSwitches
 from ..facts.units import UnitStates
+from ..maintenance import FAILED, LIVE, RUNBOOK, owner, standing
 from ..nccl import prechecks
 from ..onhost import watchdog
-from ..onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE
+from ..onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER, WATCHDOG_SERVICE
 from ..settings import HostSettings, cluster_members, node_rank, settings_of
 from ..vendor_units import FABRIC_MANAGER, PERSISTENCED
 from . import log_patterns, xids
@@ -80,6 +82,23 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     driver_answers: bool = True  # whether the checks that need the GPU driver can run after this one
+    maintenance: dict | None = None  # a live marker: someone works on the host, its findings are held back
+
+
+def maintenance(host, specs: HostSpecs) -> CheckResult:
+    """A host left out of service: a failed rollout's marker, or one past its deadline (k3ops.maintenance). A
+    live marker is no finding: the doctor holds the host's findings back while someone works on it."""
+    found = host.get_fact(MaintenanceMarker)
+    if found is None:
+        return CheckResult()
+    verdict, why = standing(found)
+    if verdict == LIVE:
+        return CheckResult(maintenance=found)
+    summary = f"out of service, marked by {owner(found)}: {why}"
+    evidence = [f"{MAINTENANCE_MARKER}: " + ", ".join(f"{key} {value}" for key, value in found.items())]
+    return CheckResult(findings=[Finding(RUNBOOK, "critical" if verdict == FAILED else "warning",
+                                         "return to service", summary, evidence,
+                                         {"MARKER_STATE": str(found.get("state", "-"))})])
 
 
 def nvidia_driver(host, specs: HostSpecs) -> CheckResult:
@@ -435,7 +454,7 @@ def unit_line(state: dict) -> str:
 def checks_for(specs: HostSpecs) -> list:
     """The checks that apply to the host, in order: a driver check first, the checks that need it after."""
     gpu = specs.settings.gpu
-    chosen = []
+    chosen = [maintenance]
     if gpu.gpu_vendor == "nvidia":
         chosen += [nvidia_driver, kernel_xids, gpu_count, gpu_memory, nvlink, nvidia_services]
     elif gpu.gpu_vendor == "amd":
@@ -454,7 +473,7 @@ def checks_for(specs: HostSpecs) -> list:
 # The checks that read the GPUs through the driver: skipped while the driver check has a finding.
 NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi, engine}
 # The name each check goes by in findings and in the runbooks' `finding:` headers.
-CHECK_NAMES = {nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid", gpu_count: "gpu-count",
+CHECK_NAMES = {maintenance: "maintenance", nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid", gpu_count: "gpu-count",
                gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",
                rdma_ports: "rdma-ports", amd_driver: "amd-driver", xgmi: "xgmi", fabric_check: "fabric-check",
                engine: "engine", model_cache: "model-cache"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..facts.maintenance import MaintenanceMarker
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
 from .checks import CHECK_NAMES, NEEDS_DRIVER, HostSpecs, checks_for
@@ -33,10 +32,6 @@ def diagnose(host, specs: HostSpecs) -> Diagnosis:
     host.command_timeout = COMMAND_TIMEOUT_SECONDS + specs.settings.doctor.doctor_generation_timeout_seconds
     counted = CountingHost(host)
     diagnosis = Diagnosis(host=specs.name)
-    try:
-        diagnosis.maintenance = counted.get_fact(MaintenanceMarker)
-    except Exception as error:  # noqa: BLE001
-        diagnosis.unchecked.append(f"maintenance: {type(error).__name__}: {error}")
     found, driver_answers = [], True
     for check in checks_for(specs):
         name = CHECK_NAMES[check]
@@ -52,6 +47,7 @@ def diagnose(host, specs: HostSpecs) -> Diagnosis:
             finding.check = name
         found += result.findings
         diagnosis.notes += result.notes
+        diagnosis.maintenance = diagnosis.maintenance or result.maintenance
         driver_answers = driver_answers and result.driver_answers
     diagnosis.findings = merged(found)
     diagnosis.commands = counted.commands

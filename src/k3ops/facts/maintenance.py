@@ -1,4 +1,4 @@
-"""The maintenance marker a rollout leaves on a host while it works on it."""
+"""The maintenance marker a rollout or a person leaves on a host while it is out of service (k3ops.maintenance)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,30 @@ from typing_extensions import override
 
 from k3ops.onhost.layout import MAINTENANCE_MARKER
 
+PRESENT = "k3ops-marker-present"
+
 
 class MaintenanceMarker(FactBase[dict | None]):
     """
-    Returns the host's maintenance marker (``None`` when the host is not under maintenance):
+    Returns the host's maintenance marker (``None`` when there is no marker file):
 
     .. code:: python
 
-        {"reason": "driver upgrade to 580.126.09", "since": "2026-12-01T14:02:11+00:00", "by": "k3ops upgrade"}
+        {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "state": "draining",
+         "since": "2026-12-01T14:02:11+00:00", "deadline": "2026-12-01T14:32:11+00:00",
+         "rollout": "5f0c2a91d3e4b6a7", "controller": "ops@bastion-1", "group": "gpu-01"}
     """
 
-    command = f"cat {MAINTENANCE_MARKER} 2>/dev/null || true"
+    command = f"if test -e {MAINTENANCE_MARKER}; then echo {PRESENT}; cat {MAINTENANCE_MARKER}; fi"
 
     @override
     def process(self, output):
-        text = "\n".join(output).strip()
-        if not text:
+        if not output or output[0] != PRESENT:
             return None
+        text = "\n".join(output[1:]).strip()
         try:
             found = json.loads(text)
         except ValueError:
             found = None
-        # A marker that cannot be read still says someone is working on the host.
-        return found if isinstance(found, dict) else {"reason": f"unreadable marker: {text[:80]}"}
+        # A marker that is empty or cannot be read still says someone took the host out of service.
+        return found if isinstance(found, dict) else {"reason": f"unreadable marker: {text[:80]!r}"}

@@ -27,9 +27,8 @@ OUT_OF_SERVICE = frozenset({"draining", "stopped", "upgrading", "rebooting", "va
 IN_FLIGHT = frozenset(STATES[1:-1])
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
-MARKER_BY = "k3ops upgrade"  # the maintenance marker's `by`: a marker by anyone else is a person's drain
 # What the readers of a record use (new_rollout writes them all): a record without one is not read at all.
-RECORD_KEYS = ("inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures", "limit",
+RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures", "limit",
                "skipped", "started", "status", "groups")
 GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")
 
@@ -104,6 +103,11 @@ class Rollout:
             raise ValueError(f"the rollout record {path} is not a whole record ({problem}); move it aside to start "
                              "anew")
         return cls(path, record)
+
+    @property
+    def id(self) -> str:
+        """The rollout's id, on every marker it writes: a marker with another id is not this rollout's."""
+        return self.record["id"]
 
     @property
     def groups(self) -> list[dict]:

@@ -7,6 +7,7 @@ budget; past it, the rollout halts. `resume` retries failed groups from the step
 
 from __future__ import annotations
 
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,11 +19,12 @@ from ..facts.engine import EngineState
 from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..inventory import SshTarget, selected
+from ..maintenance import MARKER_BY, owner
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..settings.host import DRIVER_VERSION
 from . import plan, steps
-from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, MARKER_BY, RUNNING, UNFINISHED, Rollout, now,
+from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, RUNNING, UNFINISHED, Rollout, now,
                      exclusive, inventory_digest, record_path)
 from .versions import published_versions
 
@@ -67,7 +69,7 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
         raise ValueError(f"a rollout of {inventory} to {found.record['to']} is {found.status} ({path}): "
                          "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
     # The digest pins the inventory that `resume` executes to the one this rollout planned with.
-    record = {"inventory": str(Path(inventory).resolve()), "inventory_sha256": inventory_digest(inventory), "to": to,
+    record = {"id": secrets.token_hex(8), "inventory": str(Path(inventory).resolve()), "inventory_sha256": inventory_digest(inventory), "to": to,
               "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
@@ -137,14 +139,20 @@ def observe(run: steps.Run) -> dict[str, dict]:
                                                                    "out": result.error} for result in results}
 
 
+def foreign(marker: dict | None, rollout_id: str) -> bool:
+    """A marker this rollout did not write: a person's, or another rollout's (a failed host it left for a person
+    to look at, or one another controller is working on)."""
+    return marker is not None and (marker.get("by") != MARKER_BY or marker.get("rollout") not in (None, rollout_id))
+
+
 def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
-    """Pending groups with a host a person took out of service are held: left exactly as they are."""
+    """Pending groups with a host someone else took out of service are held: left exactly as they are."""
     pending = [group for group in run.rollout.groups if group["state"] == "pending"]
     for group in pending:
-        foreign = [f"{host}: {marker.get('reason', '?')} (by {marker.get('by', '?')})" for host in group["hosts"]
-                   if (marker := seen[host]["marker"]) is not None and marker.get("by") != MARKER_BY]
-        if foreign:
-            run.move(group, HELD, "taken out of service by hand, never re-admitted: " + "; ".join(foreign))
+        theirs = [f"{host}: {marker.get('reason', '?')} (by {owner(marker)})" for host in group["hosts"]
+                  if foreign(marker := seen[host]["marker"], run.rollout.id)]
+        if theirs:
+            run.move(group, HELD, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
             if group["canary"]:  # the next group in line is the canary instead
                 group["canary"] = False
                 successor = next((other for other in pending if other["state"] == "pending" and not other["canary"]),
@@ -182,7 +190,7 @@ def advance(run: steps.Run, group: dict) -> None:
 
 def fail(run: steps.Run, group: dict, detail: str) -> None:
     group["failed_at"], group["failures"] = group["state"], group["failures"] + 1
-    problems = steps.take_out(run, group) if group["state"] != "pending" else []
+    problems = steps.take_out(run, group, detail) if group["state"] != "pending" else []
     run.move(group, FAILED, detail + "".join(f"; and: {problem}" for problem in problems))
 
 

@@ -8,9 +8,11 @@ all judge the host against the version it is moving to.
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -25,14 +27,15 @@ from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
 from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
-from ..owned_files import replace_with
 from ..inventory import SshTarget, selected
+from ..maintenance import FAILED, marker
 from ..nccl.check import run_check
 from ..onhost import layout
+from ..owned_files import replace_with
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..vendor_units import DCGM, FABRIC_MANAGER, PERSISTENCED
-from .record import MARKER_BY, Rollout, now
+from .record import Rollout, now
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
 STAGE_DEPLOY = "k3ops.deploys.nvidia.staged_driver"
@@ -40,6 +43,9 @@ HOST_CHECKS_MODULE = "test_nvidia.py"  # the driver's host checks
 # Stopped for the driver to change: everything that holds the GPUs open (a loaded module cannot be replaced).
 GPU_SERVICES = tuple(f"{unit}.service" for unit in (DCGM, PERSISTENCED, FABRIC_MANAGER))
 DEPLOY_TIMEOUT_SECONDS = 3 * 3600
+# A marker is believed for as long as its state's step may take (marker_seconds), and this much more.
+MARKER_GRACE_SECONDS = 900
+VALIDATION_SECONDS = 1800  # the host checks, the fabric check and the doctor, besides the engine's own start
 LB_COMMAND_TIMEOUT_SECONDS = 120
 POLL_SECONDS = 5
 OUTPUT_LINES = 15
@@ -56,6 +62,7 @@ class Run:
 
     rollout: Rollout
     log: Path
+    controller: str = field(default_factory=lambda: f"{getpass.getuser()}@{socket.gethostname()}")
     lock: Lock = field(default_factory=Lock)
     loaded: dict = field(default_factory=dict)  # (hosts, version): the inventory's hosts, read once
 
@@ -113,16 +120,35 @@ def engine_of(data: dict):
     return settings_of(data).engine.engine
 
 
-def write_marker(remote, group: dict, state: str) -> None:
-    """The host's maintenance marker (the doctor reports MAINTENANCE while it is there), replaced by rename."""
-    marker = json.dumps({"reason": f"driver upgrade to {group['to']}", "since": group.get("marked") or now(),
-                         "by": MARKER_BY, "state": state, "group": group["name"]})
-    remote.check_output(replace_with(layout.MAINTENANCE_MARKER, f"{marker}\n", "644"))
+def write_marker(run: Run, remote, group: dict, state: str, detail: str = "") -> None:
+    """The host's maintenance marker, replaced by rename: the rollout's id, this controller, the group's state, and
+    a deadline (marker_seconds) past which the doctor reports the host as left out of service."""
+    found = marker(f"driver upgrade to {group['to']}", state, group.get("marked") or now(),
+                   marker_seconds(run, group, state), rollout=run.rollout.id, controller=run.controller,
+                   group=group["name"], **({"detail": detail} if detail else {}))
+    remote.check_output(replace_with(layout.MAINTENANCE_MARKER, f"{json.dumps(found)}\n", "644"))
+
+
+def marker_seconds(run: Run, group: dict, state: str) -> float | None:
+    """How long a marker written on entering `state` holds: the longest that state's step may take, and
+    MARKER_GRACE_SECONDS (an upgrade's marker lasts through its deploy's reboot). A failed one has no deadline:
+    it waits for a person."""
+    if state == FAILED:
+        return None
+    settings = [host_settings(host) for host in run.hosts(group)]
+    ready = max((setting.engine.engine.ready_timeout_seconds for setting in settings if setting.engine.engine),
+                default=0)
+    limits = {"draining": max(setting.upgrade.upgrade_lb_settle_seconds + setting.upgrade.upgrade_drain_timeout_seconds
+                              for setting in settings),
+              "upgrading": DEPLOY_TIMEOUT_SECONDS + max(setting.gpu.reboot_timeout_seconds for setting in settings),
+              "validating": VALIDATION_SECONDS + ready,
+              "soaking": VALIDATION_SECONDS + max(setting.upgrade.upgrade_soak_seconds for setting in settings)}
+    return limits.get(state, 0) + MARKER_GRACE_SECONDS
 
 
 def mark(run: Run, group: dict, state: str) -> None:
     group.setdefault("marked", now())
-    on_group(run, group, lambda remote, data: write_marker(remote, group, state))
+    on_group(run, group, lambda remote, data: write_marker(run, remote, group, state))
 
 
 def balancer(run: Run, group: dict, which: str) -> None:
@@ -235,7 +261,7 @@ def stop(run: Run, group: dict) -> str:
     """Stop the engine (kept from starting at boot until the group validates) and what holds the GPUs; the
     driver each host runs is recorded, for a rollback."""
     def stop_host(remote, data):
-        write_marker(remote, group, "stopped")
+        write_marker(run, remote, group, "stopped")
         remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
         remote.check_output(units_present(GPU_SERVICES) + "systemctl stop \"$unit\"; done")
         return (remote.get_fact(NvidiaKernelModule) or {}).get("version")
@@ -254,7 +280,7 @@ def upgrade(run: Run, group: dict) -> str:
         run.save()
 
     def prepare(remote, data):
-        write_marker(remote, group, "upgrading")
+        write_marker(run, remote, group, "upgrading")
         remote.check_output("dpkg --configure -a")  # an install cut short (a controller killed mid-deploy)
 
     on_group(run, group, prepare)
@@ -292,7 +318,7 @@ def rebooted(run: Run, group: dict) -> str:
 def validate(run: Run, group: dict) -> str:
     """The driver's host checks, the fabric check on the group alone, the engine ready and answering, and the
     doctor clean; then back behind the load balancer."""
-    on_group(run, group, lambda remote, data: write_marker(remote, group, "validating"))
+    mark(run, group, "validating")
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
     checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
                                                 f"nvidia_driver_version={json.dumps(group['to'])}",
@@ -352,6 +378,7 @@ def doctor_problems(run: Run, group: dict) -> list[str]:
 
 def soak(run: Run, group: dict) -> str:
     """Keep serving for upgrade_soak_seconds, checked every few seconds; then the doctor once more."""
+    mark(run, group, "soaking")
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
     end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
     serving = set(heads(run, group))
@@ -372,7 +399,7 @@ def soak(run: Run, group: dict) -> str:
     return f"served through the soak on driver {group['to']}"
 
 
-def take_out(run: Run, group: dict) -> list[str]:
+def take_out(run: Run, group: dict, detail: str) -> list[str]:
     """A failed group leaves service and stays out (deregistered, engine stopped and kept from starting, marked
     failed) until a person looks: never re-admitted by itself. Returns what could not be done."""
     problems = []
@@ -382,7 +409,7 @@ def take_out(run: Run, group: dict) -> list[str]:
         problems.append(str(error))
 
     def park(remote, data):
-        write_marker(remote, group, "failed")
+        write_marker(run, remote, group, FAILED, detail)
         remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
 
     try:

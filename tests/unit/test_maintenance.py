@@ -1,0 +1,67 @@
+"""Maintenance markers have an owner and a deadline: believed while the deadline holds, reported past it, and a
+failed rollout's never believed (k3ops.maintenance); a rollout writes each marker with its id, its controller
+and a deadline that covers its step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from k3ops.maintenance import FAILED, LIVE, STALE, UNDATED_MARKER_HOURS, iso, standing
+from k3ops.onhost.layout import MAINTENANCE_MARKER
+from k3ops.upgrade.record import Rollout
+from k3ops.upgrade.steps import MARKER_GRACE_SECONDS, Run, write_marker
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
+OURS = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "rollout": "5f0c2a91d3e4b6a7"}
+
+
+@pytest.mark.parametrize(("marker", "verdict"), [
+    ({**OURS, "state": "draining", "deadline": "2026-12-07T12:30:00+00:00"}, LIVE),
+    ({**OURS, "state": "draining", "deadline": "2026-12-07T11:59:59+00:00"}, STALE),
+    ({**OURS, "state": "draining", "deadline": "2026-12-07T12:30:00"}, LIVE),  # no zone: UTC
+    ({**OURS, "state": "failed", "deadline": "2026-12-07T12:30:00+00:00"}, FAILED),  # failed outranks a deadline
+    ({**OURS, "state": "failed", "deadline": None}, FAILED),
+    ({"reason": "RMA 4711", "by": "ops: alice", "since": iso(NOW - timedelta(hours=UNDATED_MARKER_HOURS - 1))}, LIVE),
+    ({"reason": "RMA 4711", "by": "ops: alice", "since": iso(NOW - timedelta(hours=UNDATED_MARKER_HOURS + 1))}, STALE),
+    ({"reason": "RMA 4711", "by": "ops: alice", "since": "last week"}, STALE),  # no time to believe it until
+    ({"reason": "unreadable marker: ''"}, STALE),  # an empty file
+    ({**OURS, "state": "draining", "deadline": "soon"}, STALE),
+])
+def test_a_marker_is_believed_only_until_its_deadline(marker, verdict):
+    assert standing(marker, NOW)[0] == verdict
+
+
+def test_a_rollout_marks_a_host_with_its_id_its_controller_and_a_deadline_past_its_step(tmp_path):
+    """Written by the command a step sends (run in a real shell, the marker's path moved under tmp_path): the
+    drain's marker holds through the drain's limit and no further than its grace after it."""
+    fleet = tmp_path / "fleet.py"
+    data = {"hardware_profile": "h200x8", "nvidia_driver_version": "580.105.08", "upgrade_drain_timeout_seconds": 600,
+            "upgrade_lb_settle_seconds": 5}
+    fleet.write_text(f"hgx = [('gpu-01', {{'ssh_hostname': '192.0.2.10', **{data!r}}})]\n")
+    group = {"name": "gpu-01", "hosts": ["gpu-01"], "to": "580.126.09", "marked": "2026-12-07T11:00:00+00:00"}
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "inventory": str(fleet),
+                                                  "groups": [group]}), tmp_path / "rollout.log")
+    marker_file = tmp_path / "maintenance.json"
+
+    class Remote:
+        def check_output(self, command: str) -> str:
+            return subprocess.run(["sh", "-c", command.replace(MAINTENANCE_MARKER, str(marker_file))], check=True,
+                                  capture_output=True, text=True).stdout
+
+    written_at = datetime.now(timezone.utc)
+    write_marker(run, Remote(), group, "draining")
+    marker = json.loads(marker_file.read_text())
+    assert {key: marker[key] for key in ("by", "state", "since", "rollout", "group")} == {
+        "by": "k3ops upgrade", "state": "draining", "since": "2026-12-07T11:00:00+00:00",
+        "rollout": "5f0c2a91d3e4b6a7", "group": "gpu-01"}
+    assert marker["controller"] == run.controller and "@" in run.controller
+    assert standing(marker, written_at + timedelta(seconds=605))[0] == LIVE
+    assert standing(marker, written_at + timedelta(seconds=605 + MARKER_GRACE_SECONDS + 2))[0] == STALE
+    write_marker(run, Remote(), group, FAILED, "fabric check failed: mlx5_2 port 1: Down")
+    marker = json.loads(marker_file.read_text())
+    assert marker["deadline"] is None and standing(marker)[0] == FAILED
+    assert "fabric check failed: mlx5_2 port 1: Down" in standing(marker)[1]
