@@ -8,16 +8,29 @@ from k3ops.settings.upgrade import UpgradeSpec
 from k3ops.upgrade.rollout import rollback_version
 
 
+def balanced(**commands) -> UpgradeSpec:
+    """Both balancer commands, `commands` over them."""
+    return UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "{host}"],
+                                       "upgrade_lb_register_command": ["lbctl", "add", "{host}"], **commands})
+
+
 def test_placeholders_are_replaced_word_for_word():
-    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "{host}", "--ip",
-                                                                         "{address}"]})
+    spec = balanced(upgrade_lb_deregister_command=["lbctl", "drain", "{host}", "--ip", "{address}"])
     assert spec.lb_command("deregister", "gpu-01", "fd00::7") == ["lbctl", "drain", "gpu-01", "--ip", "fd00::7"]
-    assert spec.lb_command("register", "gpu-01", "10.0.0.7") is None  # no balancer to put it back behind
+    assert spec.lb_command("register", "gpu-01", "10.0.0.7") == ["lbctl", "add", "gpu-01"]
+    assert UpgradeSpec().lb_command("register", "gpu-01", "10.0.0.7") is None  # no balancer to put it back behind
+
+
+@pytest.mark.parametrize("given", ["upgrade_lb_deregister_command", "upgrade_lb_register_command"])
+def test_one_balancer_command_without_the_other_is_refused(given):
+    """Hosts taken out would never be put back, or hosts never taken out would be registered."""
+    with pytest.raises(ValidationError, match=f"{given} is set but upgrade_lb_.*_command is not: set both"):
+        UpgradeSpec.model_validate({given: ["lbctl", "{host}"]})
 
 
 @pytest.mark.parametrize("host", ["gpu-01; rm -rf /", "-oProxyCommand=x", "gpu-*", "::1%lo"])
 def test_a_value_that_is_no_host_name_or_address_never_reaches_the_command(host):
-    spec = UpgradeSpec.model_validate({"upgrade_lb_deregister_command": ["lbctl", "drain", "{host}"]})
+    spec = balanced()
     with pytest.raises(ValueError):
         spec.lb_command("deregister", host, "10.0.0.7")
 
@@ -27,7 +40,7 @@ def test_a_value_that_is_no_host_name_or_address_never_reaches_the_command(host)
 def test_a_placeholder_inside_a_word_is_refused(words):
     """Inside `sh -c "... {address}"` a value would be shell; inside `--backend={host}` the tool parses it."""
     with pytest.raises(ValidationError, match="a placeholder must be a word of its own"):
-        UpgradeSpec.model_validate({"upgrade_lb_deregister_command": words})
+        balanced(upgrade_lb_deregister_command=words)
 
 
 @pytest.mark.parametrize(("words", "message"), [
@@ -38,7 +51,7 @@ def test_a_placeholder_inside_a_word_is_refused(words):
 ])
 def test_a_command_that_is_not_words_with_known_placeholders_is_refused(words, message):
     with pytest.raises(ValidationError, match=message):
-        UpgradeSpec.model_validate({"upgrade_lb_register_command": words})
+        balanced(upgrade_lb_register_command=words)
 
 
 def canary(**changes) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from k3ops.facts.engine import EngineMetrics
 from k3ops.facts.units import UnitStates
 from k3ops.onhost.layout import ENGINE_UNIT
-from k3ops.upgrade.steps import Drain, in_flight
+from k3ops.upgrade.steps import Drain, Soak, in_flight
 
 from .test_doctor import ENGINE, MODEL, FactHost
 
@@ -60,3 +60,13 @@ def host(active: str, sub: str = "running", **metrics) -> FactHost:
 ])
 def test_in_flight_reads_running_and_waiting_and_never_guesses(engine, expected):
     assert in_flight(engine, {"hardware_profile": "h200x8", "engine": ENGINE, "model": MODEL}) == expected
+
+
+def test_a_soak_forgives_a_miss_or_two_and_fails_on_misses_in_a_row():
+    watch = Soak(max_misses=3)
+    samples = [{"gpu-01": None, "gpu-02": "health timed out"}, {"gpu-01": None, "gpu-02": None},  # a blip
+               {"gpu-01": "connection refused", "gpu-02": None}, {"gpu-01": "connection refused", "gpu-02": None}]
+    assert [watch.sample(sample) for sample in samples] == [None] * 4
+    assert watch.sample({"gpu-01": "connection refused", "gpu-02": None}) == \
+        "gpu-01: connection refused (3 checks in a row)"
+    assert Soak(max_misses=1).sample({"gpu-01": "not ready"}) == "gpu-01: not ready (1 checks in a row)"

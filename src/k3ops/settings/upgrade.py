@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..forms import network_address, plain
 
@@ -55,6 +55,9 @@ class UpgradeSpec(BaseModel):
     upgrade_soak_seconds: int = Field(
         300, ge=0, le=24 * 3600, description="after rejoining, how long a group must keep serving, checked, "
                                              "before the rollout counts it done (and moves past the canary)")
+    upgrade_soak_max_misses: int = Field(
+        3, ge=1, le=100, description="checks in a row a soaking host may fail to answer before its group fails; "
+                                     "fewer are a transient miss (a slow answer, a blip), logged and forgiven")
     upgrade_rollback_failed_canary: bool = Field(
         False, description="a canary group that fails validation is moved back to the driver it ran and, if "
                            "that validates, returned to service")
@@ -63,6 +66,17 @@ class UpgradeSpec(BaseModel):
     @classmethod
     def _words(cls, value: list[str] | None) -> list[str] | None:
         return command_words(value)
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> UpgradeSpec:
+        """A host deregistered by one command must be put back by the other: one without the other would leave
+        every upgraded host out of the balancer, or register hosts it never took out."""
+        given = {name for name in ("upgrade_lb_deregister_command", "upgrade_lb_register_command")
+                 if getattr(self, name) is not None}
+        if len(given) == 1:
+            missing = ({"upgrade_lb_deregister_command", "upgrade_lb_register_command"} - given).pop()
+            raise ValueError(f"{given.pop()} is set but {missing} is not: set both, or neither")
+        return self
 
     def lb_command(self, which: str, host: str, address: str) -> list[str] | None:
         """The deregister or register command for one host, each placeholder word replaced by its value, which

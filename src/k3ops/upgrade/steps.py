@@ -198,6 +198,12 @@ def drain(run: Run, group: dict) -> str:
     (`Drain`)."""
     mark(run, group, "draining")
     balancer(run, group, "deregister")
+    return drained(run, group)
+
+
+def drained(run: Run, group: dict) -> str:
+    """Once the balancer has settled (upgrade_lb_settle_seconds), wait until every serving host of the group has
+    nothing in flight, up to upgrade_drain_timeout_seconds."""
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
     time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
     watch = Drain(deadline=time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings))
@@ -377,17 +383,22 @@ def doctor_problems(run: Run, group: dict) -> list[str]:
 
 
 def soak(run: Run, group: dict) -> str:
-    """Keep serving for upgrade_soak_seconds, checked every few seconds; then the doctor once more."""
+    """Keep serving for upgrade_soak_seconds, checked every few seconds (`Soak`); then the doctor once more."""
     mark(run, group, "soaking")
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
     end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
+    watch = Soak(max_misses=min(setting.upgrade_soak_max_misses for setting in settings))
     serving = set(heads(run, group))
     while True:
         answers = on_group(run, group, lambda remote, data: remote.get_fact(EngineState, **state_urls(data))
                            if remote.name in serving and engine_of(data) else {"ready": True})
-        down = [f"{host}: {state.get('detail')}" for host, state in answers.items() if not state["ready"]]
+        down = watch.sample({host: None if state["ready"] else state.get("detail") for host, state in answers.items()})
         if down:
-            raise StepFailed("stopped serving during the soak: " + "; ".join(down))
+            raise StepFailed("stopped serving during the soak: " + down)
+        for host, misses in watch.misses.items():
+            if misses:
+                run.say(f"{group['name']}: {host} missed a soak check ({misses} in a row, "
+                        f"{watch.max_misses} fail the group)")
         left = end - time.time()
         if left <= 0:
             break
@@ -399,12 +410,35 @@ def soak(run: Run, group: dict) -> str:
     return f"served through the soak on driver {group['to']}"
 
 
+@dataclass
+class Soak:
+    """When a soak fails: a host that misses `max_misses` checks in a row. A miss or two between answers (a slow
+    health page, a blip) is forgiven, as a load balancer's health check forgives it."""
+
+    max_misses: int
+    misses: dict[str, int] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
+
+    def sample(self, found: dict[str, str | None]) -> str | None:
+        """`found`: each host's reason for not serving (None: it serves). The failure, or None to go on."""
+        for host, why in found.items():
+            self.misses[host] = 0 if why is None else self.misses.get(host, 0) + 1
+            if why is not None:
+                self.details[host] = why
+        failed = [f"{host}: {self.details[host]} ({misses} checks in a row)" for host, misses in self.misses.items()
+                  if misses >= self.max_misses]
+        return "; ".join(failed) or None
+
+
 def take_out(run: Run, group: dict, detail: str) -> list[str]:
-    """A failed group leaves service and stays out (deregistered, engine stopped and kept from starting, marked
-    failed) until a person looks: never re-admitted by itself. Returns what could not be done."""
+    """A failed group leaves service and stays out (deregistered, drained when it was serving, engine stopped and
+    kept from starting, marked failed) until a person looks: never re-admitted by itself. Returns what could not
+    be done."""
     problems = []
     try:
         balancer(run, group, "deregister")
+        if group["state"] == "soaking":  # it served requests: those in flight finish before the engine stops
+            drained(run, group)
     except StepFailed as error:
         problems.append(str(error))
 
