@@ -7,10 +7,12 @@ from k3ops.engines.recipes import RECIPES
 from k3ops.engines.units import unit_names, unit_variables
 from k3ops.onhost import layout
 from k3ops.settings.engine import EngineSpec
+from k3ops.settings.upgrade import UpgradeSpec
 
 DIGEST = "sha256:" + "b" * 64
 MODEL_DIR = "/srv/k3ops/models/kimi-k3"
 HEAD_ADDRESS = "10.0.0.1"
+SHUTDOWN_SECONDS = UpgradeSpec().upgrade_drain_timeout_seconds  # a host's default drain limit
 
 
 def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, docker_source: str = "distribution",
@@ -19,7 +21,8 @@ def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int 
     spec = EngineSpec.model_validate({"recipe": recipe, **engine})
     return unit_variables(found=RECIPES[recipe], engine=spec, served_name="kimi-k3", model_dir=MODEL_DIR,
                           cache_path="/srv/k3ops/models", service_user="k3ops", gpu_vendor=vendor,
-                          docker_source=docker_source, node_rank=node_rank, head_address=HEAD_ADDRESS)
+                          docker_source=docker_source, shutdown_seconds=SHUTDOWN_SECONDS, node_rank=node_rank,
+                          head_address=HEAD_ADDRESS)
 
 
 def rendered_watchdog_command() -> str:

@@ -9,7 +9,7 @@ from k3ops.engines.recipes import RECIPES, RecipeError, command_line, recipe
 from k3ops.settings import host_errors
 
 VALUES = {"model_path": "/srv/k3ops/models/kimi-k3/current", "served_name": "kimi-k3", "host": "127.0.0.1",
-          "port": "8000", "node_rank": "0", "head_address": "10.0.0.1"}
+          "port": "8000", "node_rank": "0", "head_address": "10.0.0.1", "shutdown_seconds": "600"}
 B300 = {"hardware_profile": "b300x8", "gpu_vendor": "nvidia", "gpu_model": "NVIDIA B300 SXM6 AC", "gpu_count": 8}
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
 DIGEST = "sha256:" + "a" * 64
@@ -19,7 +19,7 @@ def test_vllm_b300_is_the_blackwell_template_flag_for_flag():
     """The recipe of 2026-09-10 (k3-brief.md), with the model from the local cache instead of the Hub."""
     assert command_line(RECIPES["vllm-b300x8"], {}, VALUES) == [
         "--model", "/srv/k3ops/models/kimi-k3/current", "--served-model-name", "kimi-k3",
-        "--host", "127.0.0.1", "--port", "8000",
+        "--host", "127.0.0.1", "--port", "8000", "--shutdown-timeout", "600",
         "--tensor-parallel-size", "8", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8",
         "--attention-backend", "TOKENSPEED_MLA",
         "--attention-config", '{"use_prefill_query_quantization":true,"mla_prefill_backend":"TOKENSPEED_MLA"}',

@@ -9,7 +9,8 @@ import pytest
 from k3ops.engines.recipes import RECIPES
 from k3ops.onhost.layout import API_KEY_VARIABLES, ENGINE_SECRETS_FILE, SECRETS_DIR
 
-from ..engine_units import DIGEST, HEAD_ADDRESS, MODEL_DIR, engine_variables as variables, rendered_units
+from ..engine_units import (DIGEST, HEAD_ADDRESS, MODEL_DIR, SHUTDOWN_SECONDS, engine_variables as variables,
+                            rendered_units)
 
 
 def render(name: str, variables: dict) -> configparser.ConfigParser:
@@ -125,6 +126,24 @@ def test_the_watchdog_checks_health_and_the_served_model():
     assert watchdog[watchdog.index("--failures") + 1] == "4"
     timer = render("k3ops-engine-watchdog.timer", values)
     assert timer["Timer"]["OnUnitActiveSec"] == "30"
+
+
+@pytest.mark.parametrize("recipe", ["vllm-b300x8", "sglang-b300x8", "vllm-mi355x8"])
+def test_a_stop_drains_as_long_as_a_rollout_and_each_wait_outlasts_the_one_inside_it(recipe):
+    """The engine drains for the drain limit (vLLM's --shutdown-timeout; SGLang drains on SIGTERM by its own
+    rule), `docker stop` waits longer before it kills the container, systemd longer again; the watchdog, which
+    restarts only an engine that does not answer, kills the container with the unit."""
+    values = variables(recipe, image_digest=DIGEST,
+                       args={"--mamba-full-memory-ratio": "0.9"} if recipe.startswith("sglang") else {})
+    unit = render("k3ops-engine.service", values)
+    argv = unquoted(unit["Service"]["ExecStart"])
+    stop = unquoted(unit["Service"]["ExecStop"])
+    assert stop[:3] == ["/usr/bin/docker", "stop", "--time"] and stop[-1] == argv[argv.index("--name") + 1]
+    if RECIPES[recipe].engine == "vllm":
+        assert int(argv[argv.index("--shutdown-timeout") + 1]) == SHUTDOWN_SECONDS
+    assert SHUTDOWN_SECONDS < int(stop[3]) < int(unit["Service"]["TimeoutStopSec"])
+    watchdog = unquoted(render("k3ops-engine-watchdog.service", values)["Service"]["ExecStart"])
+    assert watchdog[watchdog.index("--container") + 1] == stop[-1]
 
 
 def test_no_secret_reaches_a_unit():

@@ -146,7 +146,8 @@ def test_deploys_find_their_templates_in_the_installed_package(installed):
               "engine = EngineSpec(recipe='vllm-b300x8', image_digest='sha256:' + 'b' * 64)\n"
               "values = unit_variables(found=RECIPES['vllm-b300x8'], engine=engine, served_name='kimi-k3',\n"
               "                        model_dir='/srv/k3ops/models/kimi-k3', cache_path='/srv/k3ops/models',\n"
-              "                        service_user='k3ops', gpu_vendor='nvidia', docker_source='distribution')\n"
+              "                        service_user='k3ops', gpu_vendor='nvidia', docker_source='distribution',\n"
+              "                        shutdown_seconds=600)\n"
               "print(TEMPLATES)\n"
               "print(get_template(str(TEMPLATES / 'systemd' / 'k3ops-engine.service.j2')).render(values))\n")
     result = run_installed(installed, "python", "-c", render)

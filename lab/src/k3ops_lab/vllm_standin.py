@@ -54,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--master-port", type=int)
     serve.add_argument("--headless", action="store_true")
     serve.add_argument("--max-model-len", type=int)
+    serve.add_argument("--shutdown-timeout", type=int, default=0)
     serve.add_argument("--gpu-memory-utilization", type=float)
     for flag in ("--kv-cache-dtype", "--attention-backend", "--attention-config", "--prefix-match-unit", "--dtype",
                  "--tool-call-parser", "--reasoning-parser", "--quantization", "--max-num-seqs", "--max-num-batched-tokens",
@@ -135,7 +136,34 @@ def wait_until_loaded(backend: subprocess.Popen, port: int) -> None:
     raise SystemExit(f"RuntimeError: the model did not load in {LOAD_TIMEOUT_SECONDS} s")
 
 
-def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int):
+class Generations:
+    """The generations in flight, and whether the server still takes new ones: vLLM's shutdown (its
+    --shutdown-timeout, vllm-project/vllm#36666) refuses new requests at once and lets those in flight finish,
+    for up to that many seconds; with 0, the default, it aborts them."""
+
+    def __init__(self):
+        self.running, self.open, self.changed = 0, True, threading.Condition()
+
+    def start(self) -> bool:
+        with self.changed:
+            if self.open:
+                self.running += 1
+            return self.open
+
+    def end(self) -> None:
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
+
+    def drain(self, seconds: float) -> int:
+        """Refuse new generations, wait up to `seconds` for those in flight; the number still running."""
+        with self.changed:
+            self.open = False
+            self.changed.wait_for(lambda: self.running == 0, timeout=seconds)
+            return self.running
+
+
+def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int, generations: Generations):
     names = args.served_model_name
 
     class VllmApi(http.server.BaseHTTPRequestHandler):
@@ -188,6 +216,16 @@ def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int
                 self.reply_json(404, {"detail": "Not Found"})
 
         def generate(self, path: str, body: bytes) -> None:
+            if not generations.start():
+                self.reply_json(503, {"object": "error", "message": "the server is shutting down",
+                                      "type": "ServiceUnavailableError", "code": 503})
+                return
+            try:
+                self.answer(path, body)
+            finally:
+                generations.end()
+
+        def answer(self, path: str, body: bytes) -> None:
             try:
                 asked = json.loads(body or b"{}").get("model")
             except (ValueError, AttributeError):
@@ -260,12 +298,17 @@ def main(argv: list[str]) -> int:
     backend, backend_port = start_backend(args, model, key)
     try:
         wait_until_loaded(backend, backend_port)
+        generations = Generations()
         api = http.server.ThreadingHTTPServer((args.host, args.port), handler(args, model, key, backend_port,
-                                                                               int(time.time())))
+                                                                               int(time.time()), generations))
         threading.Thread(target=api.serve_forever, daemon=True).start()
         log(f"Starting vLLM API server on http://{args.host}:{args.port} (model {model}, GPUs: {' '.join(gpus())})")
         while not stopping.is_set() and backend.poll() is None:
             stopping.wait(1)
+        if stopping.is_set():
+            log(f"Shutting down: waiting up to {args.shutdown_timeout} s for the requests in flight")
+            aborted = generations.drain(args.shutdown_timeout)
+            log(f"Shutdown: {aborted} requests in flight aborted" if aborted else "Shutdown: no request in flight")
         api.shutdown()
         return 0 if stopping.is_set() else 1
     finally:

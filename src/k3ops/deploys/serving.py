@@ -51,7 +51,8 @@ def serving() -> None:
     rank, head = cluster_position(engine)
     values = unit_variables(found=found, engine=engine, served_name=model_host.model.name, model_dir=model_dir,
                             cache_path=model_host.model_cache_path, service_user=spec.service_user,
-                            gpu_vendor=spec.gpu_vendor, docker_source=spec.docker_source, node_rank=rank,
+                            gpu_vendor=spec.gpu_vendor, docker_source=spec.docker_source,
+                            shutdown_seconds=settings.upgrade.upgrade_drain_timeout_seconds, node_rank=rank,
                             head_address=head)
     urls = engine_urls(engine, rank)
     if found.image:

@@ -16,13 +16,15 @@ HOST = "{host}"
 PORT = "{port}"
 NODE_RANK = "{node_rank}"
 HEAD_ADDRESS = "{head_address}"
+SHUTDOWN_SECONDS = "{shutdown_seconds}"
 REQUIRED = "{required}"  # a value the operator must give in data (engine.args); never defaulted
-PLACEHOLDERS = {MODEL_PATH, SERVED_NAME, HOST, PORT, NODE_RANK, HEAD_ADDRESS}
+PLACEHOLDERS = {MODEL_PATH, SERVED_NAME, HOST, PORT, NODE_RANK, HEAD_ADDRESS, SHUTDOWN_SECONDS}
 # What the spec owns, by the field that sets it: data overriding a flag that carries one of these (or the
 # engine's size, or a key, which would sit in argv and a unit file) would bypass the spec's checks.
 SPEC_FIELDS = {MODEL_PATH: "model.revision (and engine.model_file)", SERVED_NAME: "model.name",
                HOST: "engine.host", PORT: "engine.port", NODE_RANK: "the cluster's inventory order",
-               HEAD_ADDRESS: "the peer_address of the cluster's first host"}
+               HEAD_ADDRESS: "the peer_address of the cluster's first host",
+               SHUTDOWN_SECONDS: "upgrade_drain_timeout_seconds (a stop drains as long as a rollout's drain)"}
 SPEC_FLAGS = {"--nnodes": "engine.recipe (its number of hosts)", "--api-key": "engine.api_key_file",
               "--admin-api-key": "engine.api_key_file", "--api-key-file": "engine.api_key_file",
               "--hf-token": "nothing (engines read the model cache)", "--config": "engine.args (flag by flag)"}
@@ -45,7 +47,9 @@ class Recipe:
 
 
 K3_TOOLS = (("--enable-auto-tool-choice", None), ("--tool-call-parser", "kimi_k3"), ("--reasoning-parser", "kimi_k3"))
-VLLM_SERVE = (("--model", MODEL_PATH), ("--served-model-name", SERVED_NAME), ("--host", HOST), ("--port", PORT))
+# vLLM aborts requests in flight on SIGTERM unless --shutdown-timeout gives them time (vllm-project/vllm#36666).
+VLLM_SERVE = (("--model", MODEL_PATH), ("--served-model-name", SERVED_NAME), ("--host", HOST), ("--port", PORT),
+              ("--shutdown-timeout", SHUTDOWN_SECONDS))
 VLLM_MULTI_NODE = (("--nnodes", "2"), ("--node-rank", NODE_RANK), ("--master-addr", HEAD_ADDRESS),
                    ("--master-port", "29501"))
 

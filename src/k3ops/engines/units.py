@@ -26,6 +26,9 @@ GPU_ACCESS = {
     ("amd", "vendor"): AMD_GPU_ACCESS,
     ("amd", "distribution"): AMD_GPU_ACCESS,
 }
+# Between what a stop waits on and what waits on it: the engine drains for shutdown_seconds, `docker stop`
+# waits this much longer before it kills the container, and systemd this much longer again.
+STOP_MARGIN_SECONDS = 30
 
 
 def unit_names(node_rank: int) -> list[str]:
@@ -69,12 +72,15 @@ def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_so
 
 
 def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, cache_path: str, service_user: str,
-                   gpu_vendor: str | None, docker_source: str, node_rank: int = 0, head_address: str = "") -> dict:
-    """Everything the engine and watchdog templates need, from the host's validated specs."""
+                   gpu_vendor: str | None, docker_source: str, shutdown_seconds: int, node_rank: int = 0,
+                   head_address: str = "") -> dict:
+    """Everything the engine and watchdog templates need, from the host's validated specs. `shutdown_seconds`:
+    how long a stop lets requests in flight finish (the engine's own graceful shutdown, where it has one),
+    with the container's stop and the unit's stop timeout each STOP_MARGIN_SECONDS longer than what it waits on."""
     port = str(engine.port or found.port)
     model_path = f"{model_dir}/{layout.CURRENT_LINK}" + (f"/{engine.model_file}" if engine.model_file else "")
     values = {"model_path": model_path, "served_name": served_name, "host": engine.host, "port": port,
-              "node_rank": str(node_rank), "head_address": head_address}
+              "node_rank": str(node_rank), "head_address": head_address, "shutdown_seconds": str(shutdown_seconds)}
     argv = command_line(found, engine.args, values, node_rank)
     image = f"{engine.image or found.image}@{engine.image_digest}" if found.image else None
     environment = {**found.environment, **engine.environment}
@@ -84,7 +90,8 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
     watchdog = [layout.WATCHDOG_COMMAND, "--url", urls["health_url"],
                 *(["--models-url", urls["models_url"], "--served-name", served_name] if urls["models_url"] else []),
                 "--failures", str(engine.health_failures), "--start-timeout", str(engine.start_timeout_seconds),
-                "--state", layout.WATCHDOG_STATE_FILE, "--unit", layout.ENGINE_UNIT]
+                "--state", layout.WATCHDOG_STATE_FILE, "--unit", layout.ENGINE_UNIT,
+                *(["--container", layout.ENGINE_CONTAINER] if image else [])]
     return {
         "layout": layout, "engine": found.engine, "recipe": found.name, "served_name": systemd_value(served_name),
         "nodes": found.nodes, "node_rank": node_rank, "container": image is not None,
@@ -94,4 +101,6 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
         "exec_start": systemd_command(command), "watchdog_start": systemd_command(watchdog),
         "start_timeout": engine.start_timeout_seconds, "interval": engine.health_interval_seconds,
         "failures": engine.health_failures,
+        "container_stop_seconds": shutdown_seconds + STOP_MARGIN_SECONDS,
+        "stop_timeout": shutdown_seconds + 2 * STOP_MARGIN_SECONDS,
     }

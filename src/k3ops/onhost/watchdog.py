@@ -3,7 +3,8 @@
 An engine can be up and useless: vLLM's API kept answering after its engine core died, llama-server
 hangs after a CUDA OOM, a multi-node start hangs in NCCL init. Each run checks the health endpoint and
 that /v1/models lists the served model; after `--failures` failed checks in a row, or when a fresh
-start never became healthy within `--start-timeout`, it restarts the engine unit. State lives in a
+start never became healthy within `--start-timeout`, it kills the engine and restarts its unit: an engine
+that does not answer cannot drain, and a graceful stop would wait out its whole drain limit. State lives in a
 small JSON file keyed by the unit's invocation, so every restart begins a new count.
 """
 
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=int)
     parser.add_argument("--start-timeout", type=float)
     parser.add_argument("--state", type=Path, default=Path(WATCHDOG_STATE_FILE))
+    parser.add_argument("--container", help="the engine's container (a container engine), killed with it")
     args = parser.parse_args(argv)
     if args.probe and not (args.check and args.chat):
         parser.error("--probe goes with --check and --chat")
@@ -187,6 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     return watch(args)
 
 
+def kill(unit: str, container: str | None) -> None:
+    """Kill a hung engine before its restart: every process of the unit, and its container (which `docker run`
+    in the unit only watches). Either may be gone already; the restart follows regardless."""
+    if container:
+        subprocess.run(["docker", "kill", container], capture_output=True)
+    subprocess.run(["systemctl", "kill", "--signal=SIGKILL", unit], capture_output=True)
+
+
 def watch(args) -> int:
     """One watchdog run: check, record, and restart the unit when the rules say so."""
     unit = _unit(args.unit, "ActiveState", "InvocationID", "ExecMainStartTimestampMonotonic")
@@ -205,6 +215,7 @@ def watch(args) -> int:
         print(f"{args.unit}: unhealthy: {why}", flush=True)
     if restart:
         print(f"{args.unit}: {RESTARTING}: {restart}", flush=True)
+        kill(args.unit, args.container)
         subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
     return 0
 
