@@ -134,3 +134,63 @@ class NvlinkLinks(FactBase[dict[int, dict]]):
                 if not re.match(NVLINK_SPEED_REGEX, found["state"]):
                     gpu["inactive"].append(int(found["link"]))
         return gpus
+
+
+# `dcgmi diag`: a two-column table, "| Diagnostic | Result |" rows under category headings ("|-----  Deployment
+# ---...|"); a row with an empty name, or one naming a message ("Warning: GPU3"), belongs to the test above it
+# (DCGM 4's "GPU0: Pass" lines, its wrapped messages). DCGM 4 opens with a Metadata section (versions, device
+# ids), which holds no test.
+DIAG_ROW_REGEX = r"^\| (?P<name>.*?)\s*\| (?P<info>.*?)\s*\|$"
+DIAG_HEADING_REGEX = r"^[|+]-+\s+(?P<category>\w+)\s+-"
+DIAG_MESSAGE_REGEX = r"^(?:Warning|Info|Error):"
+DIAG_GPU_REGEX = r"^GPU\d+: (?P<result>\w+)"
+DIAG_EXIT_MARKER = "k3ops-dcgmi-exit="
+
+
+class DcgmDiag(FactBase[dict]):
+    """
+    Returns ``dcgmi diag -r 1`` (DCGM's quick deployment checks, seconds): its exit status, and each test's
+    result with the lines under it:
+
+    .. code:: python
+
+        {"exit_status": 226, "tests": {"Persistence Mode": {"category": "Deployment", "result": "Fail",
+                                                            "details": ["GPU0: Fail", "..."]}}}
+    """
+
+    requires_command = "dcgmi"
+    command = f"dcgmi diag -r 1; echo {DIAG_EXIT_MARKER}$?"
+
+    @override
+    def process(self, output):
+        tests, category, last, status = {}, None, None, None
+        for line in output:
+            line = line.rstrip()
+            if line.startswith(DIAG_EXIT_MARKER):
+                status = int(line.removeprefix(DIAG_EXIT_MARKER))
+            elif heading := re.match(DIAG_HEADING_REGEX, line):
+                category, last = heading["category"], None
+            elif (row := re.match(DIAG_ROW_REGEX, line)) and category not in (None, "Metadata"):
+                if row["name"] and not re.match(DIAG_MESSAGE_REGEX, row["name"]):
+                    last = tests[row["name"]] = {"category": category, "result": row["info"].split(" ")[0],
+                                                 "details": []}
+                elif last is not None and row["info"]:
+                    if row["name"] or re.match(DIAG_GPU_REGEX, row["info"]) or not last["details"]:
+                        last["details"].append(f"{row['name']} {row['info']}".strip())
+                    else:  # a message wrapped at the column's width, mid-word
+                        last["details"][-1] += row["info"]
+        return {"exit_status": status, "tests": tests}
+
+
+def diag_failures(found: dict) -> list[str]:
+    """What fails in a `DcgmDiag`: each failed test with its lines; a non-zero exit with no test read (DCGM could
+    not run) is a failure too."""
+    failed = []
+    for name, test in found["tests"].items():
+        if test["result"] == "Fail":
+            details = [line for line in test["details"] if (gpu := re.match(DIAG_GPU_REGEX, line)) is None
+                       or gpu["result"] != "Pass"]
+            failed.append(f"{name}: Fail" + (f" ({'; '.join(details)})" if details else ""))
+    if not failed and found["exit_status"] not in (0, None) and not found["tests"]:
+        failed.append(f"dcgmi diag exited {found['exit_status']} without a result")
+    return failed

@@ -25,6 +25,7 @@ from ..doctor.diagnose import run_doctor
 from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
+from ..facts.gpu_health import DcgmDiag, diag_failures
 from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
 from ..inventory import SshTarget, selected
@@ -322,8 +323,8 @@ def rebooted(run: Run, group: dict) -> str:
 
 
 def validate(run: Run, group: dict) -> str:
-    """The driver's host checks, the fabric check on the group alone, the engine ready and answering, and the
-    doctor clean; then back behind the load balancer."""
+    """The driver's host checks, DCGM's quick diagnostic, the fabric check on the group alone, the engine ready
+    and answering, and the doctor clean; then back behind the load balancer."""
     mark(run, group, "validating")
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
     checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
@@ -334,6 +335,9 @@ def validate(run: Run, group: dict) -> str:
         failed = [line for line in checks.stdout.splitlines() if line.startswith("FAILED")] or \
             checks.stdout.splitlines()[-OUTPUT_LINES:]
         raise StepFailed("driver host checks failed: " + " | ".join(failed))
+    diagnosed = [failure for found in on_group(run, group, dcgm_diag).values() for failure in found]
+    if diagnosed:
+        raise StepFailed("dcgmi diag -r 1 failed: " + "; ".join(diagnosed))
     fabric = run_check(run.inventory, list(group["hosts"]), version_data(group))
     if not fabric.passed:
         raise StepFailed("fabric check failed: " + "; ".join(
@@ -346,7 +350,17 @@ def validate(run: Run, group: dict) -> str:
     if problems:
         raise StepFailed("the doctor is not clean: " + "; ".join(problems))
     balancer(run, group, "register")
-    return "host checks, fabric check, engine and doctor passed; back behind the load balancer"
+    return "host checks, dcgmi diag, fabric check, engine and doctor passed; back behind the load balancer"
+
+
+def dcgm_diag(remote, data: dict) -> list[str]:
+    """What DCGM's quick diagnostic (`dcgmi diag -r 1`: the driver, NVML, persistence, pending row remaps, ...)
+    finds failing on a host that has DCGM."""
+    if not settings_of(data).gpu.dcgm:
+        return []
+    found = remote.get_fact(DcgmDiag)
+    failures = ["dcgmi is not installed"] if found is None else diag_failures(found)
+    return [f"{remote.name}: {failure}" for failure in failures]
 
 
 def start_engine(remote, data: dict) -> None:
