@@ -11,7 +11,9 @@ from __future__ import annotations
 import getpass
 import json
 import re
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -170,23 +172,61 @@ def balancer(run: Run, group: dict, which: str) -> None:
 
 def pyinfra(run: Run, group: dict, function: str) -> None:
     """A packaged deploy on the group's hosts at the group's version, as `pyinfra -y INVENTORY FUNCTION` would
-    run it; its output goes to the rollout's log."""
+    run it; its output goes to the rollout's log. It runs in a session of its own, its process recorded with
+    the group: a controller that dies leaves it running, and the next one waits for it (`awaited`) instead of
+    starting a second deploy on the same hosts."""
     command = [sys.executable, "-m", "pyinfra", "-y", run.inventory, function,
                "--data", f"nvidia_driver_version={json.dumps(group['to'])}"]
     for host in group["hosts"]:
         command += ["--limit", host]
+    awaited(run, group)
     with open(run.log, "a") as log:
         log.write(f"\n==> {now()} {group['name']}: {shlex.join(command)}\n")
         log.flush()
+        began = log.tell()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        group["deploy"] = {"pid": process.pid, "started": process_start(process.pid)}
+        run.save()
         try:
-            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  timeout=DEPLOY_TIMEOUT_SECONDS)
+            status = process.wait(timeout=DEPLOY_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             raise StepFailed(f"{function} did not end within {DEPLOY_TIMEOUT_SECONDS} s (log: {run.log})") from None
-        log.write(done.stdout)
-    if done.returncode != 0:
-        tail = [ANSI.sub("", line) for line in done.stdout.splitlines() if line.strip()][-OUTPUT_LINES:]
-        raise StepFailed(f"{function} exited {done.returncode} (log: {run.log}): " + " | ".join(tail))
+        finally:
+            group.pop("deploy", None)
+            run.save()
+    if status != 0:
+        with open(run.log, errors="replace") as log:
+            log.seek(began)
+            tail = [ANSI.sub("", line) for line in log.read().splitlines() if line.strip()][-OUTPUT_LINES:]
+        raise StepFailed(f"{function} exited {status} (log: {run.log}): " + " | ".join(tail))
+
+
+def process_start(pid: int) -> str | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat's 22nd field), which tells a pid
+    reused by another process from the one recorded; None when no such process runs."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def awaited(run: Run, group: dict) -> None:
+    """Wait for the deploy a controller before this one started on the group, if it still runs."""
+    deploy = group.get("deploy")
+    if not deploy:
+        return
+    deadline = time.monotonic() + DEPLOY_TIMEOUT_SECONDS
+    if process_start(deploy["pid"]) == deploy["started"]:
+        run.say(f"{group['name']}: waiting for the deploy a controller before this one started (pid {deploy['pid']})")
+    while process_start(deploy["pid"]) == deploy["started"]:
+        if time.monotonic() > deadline:
+            raise StepFailed(f"the deploy of a controller before this one (pid {deploy['pid']}) still runs after "
+                             f"{DEPLOY_TIMEOUT_SECONDS} s")
+        time.sleep(POLL_SECONDS)
+    group.pop("deploy")
+    run.save()
 
 
 def stage(run: Run, group: dict) -> None:
@@ -264,12 +304,17 @@ def units_present(units: tuple[str, ...]) -> str:
     return f"for unit in {' '.join(units)}; do systemctl cat \"$unit\" >/dev/null 2>&1 || continue; "
 
 
+def stop_engine(remote, data: dict | None = None) -> None:
+    """The engine stopped, and kept from starting at boot."""
+    remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
+
+
 def stop(run: Run, group: dict) -> str:
     """Stop the engine (kept from starting at boot until the group validates) and what holds the GPUs; the
     driver each host runs is recorded, for a rollback."""
     def stop_host(remote, data):
         write_marker(run, remote, group, "stopped")
-        remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
+        stop_engine(remote)
         remote.check_output(units_present(GPU_SERVICES) + "systemctl stop \"$unit\"; done")
         return (remote.get_fact(NvidiaKernelModule) or {}).get("version")
 
@@ -285,6 +330,8 @@ def upgrade(run: Run, group: dict) -> str:
     if "before" not in group:  # each host's boot and module before the deploy: the proof of its reboot
         group["before"] = on_group(run, group, boot_and_module)
         run.save()
+    else:  # resumed: a controller died in this step, perhaps while the deploy rebooted the hosts
+        answering(run, group)
 
     def prepare(remote, data):
         write_marker(run, remote, group, "upgrading")
@@ -293,6 +340,20 @@ def upgrade(run: Run, group: dict) -> str:
     on_group(run, group, prepare)
     pyinfra(run, group, GPU_HOST_DEPLOY)
     return f"the GPU host deploy ran at {group['to']}"
+
+
+def answering(run: Run, group: dict) -> None:
+    """Wait (up to each host's reboot_timeout_seconds) until every host of the group answers: one still in a
+    reboot (bare metal takes minutes) is waited for, not failed."""
+    deadline = time.monotonic() + max(host_settings(host).gpu.reboot_timeout_seconds for host in run.hosts(group))
+    while True:
+        try:
+            on_group(run, group, lambda remote, data: None)
+            return
+        except StepFailed as error:
+            if time.monotonic() > deadline:
+                raise StepFailed(f"not answering within reboot_timeout_seconds: {error}") from None
+        time.sleep(POLL_SECONDS)
 
 
 def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
@@ -326,6 +387,7 @@ def validate(run: Run, group: dict) -> str:
     """The driver's host checks, DCGM's quick diagnostic, the fabric check on the group alone, the engine ready
     and answering, and the doctor clean; then back behind the load balancer."""
     mark(run, group, "validating")
+    on_group(run, group, stop_engine)  # resumed after the engine started: the checks want it stopped, as first
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
     checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
                                                 f"nvidia_driver_version={json.dumps(group['to'])}",
@@ -458,7 +520,7 @@ def take_out(run: Run, group: dict, detail: str) -> list[str]:
 
     def park(remote, data):
         write_marker(run, remote, group, FAILED, detail)
-        remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
+        stop_engine(remote)
 
     try:
         on_group(run, group, park)
