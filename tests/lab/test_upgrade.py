@@ -26,6 +26,7 @@ from k3ops.engines.units import engine_urls
 from k3ops.inventory import load
 from k3ops.onhost.layout import MAINTENANCE_MARKER
 from k3ops.settings import host_settings
+from k3ops_lab import lab as lab_module
 from k3ops_lab import state
 
 from ..conftest import REPO_ROOT
@@ -173,32 +174,53 @@ def test_a_canary_failing_validation_halts_the_rollout_and_leaves_the_rest_servi
         "mlx5_2 port 1: Down" in parked["findings"][0]["summary"], parked
 
 
+def killed_controller(fleet: dict, when, what: str) -> str:
+    """`k3ops upgrade resume` started, then killed with everything in its process group once `when()` holds
+    (the deploy it started runs in a session of its own, and outlives it as it would a real controller's death)."""
+    controller = subprocess.Popen([sys.executable, "-m", "k3ops.cli", "upgrade", "resume", fleet["inventory"]],
+                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  start_new_session=True)
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while not when():
+        assert controller.poll() is None and time.monotonic() < deadline, f"before {what}: {controller.stdout.read()}"
+        time.sleep(0.5)
+    os.killpg(controller.pid, signal.SIGKILL)
+    controller.wait()
+    assert record(fleet)["status"] == "running"  # as the dead controller left it
+    return controller.stdout.read()
+
+
 def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(fleet):
+    """The controller dies inside gpu-02's reboot (off for 60 s, as bare metal is for minutes), then again once
+    gpu-03's engine has started in its validation; each resume finishes what the dead one left, the last to the
+    end, and never takes a second host out."""
     k3ops("lab", "fault", "gpu-01", "--clear")
+    k3ops("lab", "boot-delay", "gpu-02", "60")
+    console = lab_module.console_log(state.load().host("gpu-02"))
+    reboots = console.read_text(errors="replace").count("rebooted;")
     poller = Poller(fleet["inventory"], fleet["balancer"])
     poller.start()
     try:
-        controller = subprocess.Popen([sys.executable, "-m", "k3ops.cli", "upgrade", "resume", fleet["inventory"]],
-                                      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      start_new_session=True)
-        deadline = time.monotonic() + COMMAND_TIMEOUT
-        while group_states(fleet)["gpu-02"] != "validating":
-            assert controller.poll() is None and time.monotonic() < deadline, controller.stdout.read()
-            time.sleep(1)
-        os.killpg(controller.pid, signal.SIGKILL)  # the controller and everything it started
-        controller.wait()
-        assert record(fleet)["status"] == "running"  # as the dead controller left it
+        killed_controller(fleet, lambda: console.read_text(errors="replace").count("rebooted;") > reboots,
+                          "gpu-02's reboot")
+        second = killed_controller(fleet, lambda: group_states(fleet)["gpu-03"] == "validating" and on_host(
+            "gpu-03", "systemctl is-active k3ops-engine.service", check=False).stdout.strip() == "active",
+            "gpu-03's engine started in its validation")
+        # The first controller's deploy, still waiting out gpu-02's reboot, was waited for, not run beside.
+        assert "gpu-02: waiting for the deploy a controller before this one started" in second, second
         resumed = k3ops("upgrade", "resume", check=False)  # the only unfinished rollout on this controller
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     finally:
+        k3ops("lab", "boot-delay", "gpu-02", "2")
         poller.stopping.set()
         poller.join()
     assert poller.polls > 20 and not poller.dropped, (poller.polls, poller.dropped)
     assert poller.most_out == 1
     found = record(fleet)
     assert found["status"] == "done" and set(group_states(fleet).values()) == {"done"}
-    second = [state for _, state, _ in found["groups"][1]["history"]]
-    assert second.count("validating") == 1  # entered once, its step run by both controllers
+    for group in found["groups"][1:]:  # each state entered once, its step run again by the next controller
+        entered = [state for _, state, _ in group["history"]]
+        assert entered.count("upgrading") == entered.count("validating") == 1, group["history"]
     urls = chat_urls(fleet["inventory"])
     for host in HOSTS:
         assert driver(host) == NEW and answers(urls[host])

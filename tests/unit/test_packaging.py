@@ -103,7 +103,7 @@ def test_installing_the_lab_beside_it_adds_k3ops_lab(installed, wheels, tmp_path
            "K3OPS_LAB_STATE": str(tmp_path / "state")}
     verbs = run_installed(installed, "k3ops", "lab", "--help", env=env)
     assert verbs.returncode == 0, verbs.stderr
-    assert "{up,build,status,ssh,link,fault,down}" in verbs.stdout
+    assert "{up,build,status,ssh,link,boot-delay,fault,down}" in verbs.stdout
     where = run_installed(installed, "python", "-c", "import k3ops, k3ops_lab.lab, k3ops_lab.faults\n"
                                                      "print(k3ops.__file__, k3ops_lab.__file__)", env=env)
     assert where.returncode == 0, where.stderr

@@ -50,6 +50,12 @@ def register(verbs) -> None:
     link.add_argument("state", choices=("up", "down"))
     link.set_defaults(handler=lab_link)
 
+    delay = commands.add_parser("boot-delay", help="how long a container host stays off when it reboots (its "
+                                                   "firmware; minutes on bare metal, a few seconds by default)")
+    delay.add_argument("host")
+    delay.add_argument("seconds", type=float)
+    delay.set_defaults(handler=lab_boot_delay)
+
     fault = commands.add_parser("fault", help="inject a runbook's fault into a lab host, or clear them (drills)")
     fault.add_argument("host", nargs="?")
     fault.add_argument("fault", nargs="?", help="the fault's name (see --list)")
@@ -128,6 +134,20 @@ def lab_link(args) -> int:
         return 2
     network.set_link(host, args.state == "up")
     print(f"{host.name}: link {args.state}")
+    return 0
+
+
+def lab_boot_delay(args) -> int:
+    from . import container
+
+    host = lab_host("boot-delay", args.host)
+    if host is None:
+        return 2
+    if host.backend != "container" or not 0 <= args.seconds <= 3600:
+        print("k3ops lab boot-delay: a container host, and 0 to 3600 seconds", file=sys.stderr)
+        return 2
+    container.paths(host)["boot-delay"].write_text(f"{args.seconds}\n")
+    print(f"{host.name}: stays off {args.seconds:g} s when it reboots")
     return 0
 
 

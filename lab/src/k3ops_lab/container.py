@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import k3ops
@@ -26,6 +27,10 @@ from .vendor_repo import KERNEL_PACKAGES_PATH, SIGNING_KEY_PATHS, STAND_IN_DKMS_
 
 KERNEL_KEYRING = "usr/share/keyrings/k3ops-lab-kernel.asc"
 REBOOT_EXIT_STATUS = 133
+# How long a rebooting host stays off (its firmware and memory training; minutes on a real GPU server), unless
+# `k3ops lab boot-delay` gave it another: short, so that every reboot in the tests costs little, and a test that
+# needs bare metal's minutes (a controller resumed while a host reboots) asks for them.
+DEFAULT_BOOT_DELAY_SECONDS = 2.0
 BOOT_TIMEOUT_SECONDS = 120
 NETNS_PATH = "/run/netns"
 # nspawn mounts /sys read-only; these tmpfs mounts are where the boot layer writes the hardware.
@@ -78,7 +83,16 @@ CGROUP_HIERARCHIES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"), Pa
 
 def paths(host: state.LabHost) -> dict[str, Path]:
     directory = host.directory
-    return {name: directory / name for name in ("upper", "work", "root", "disks", "console.log", "supervisor.pid")}
+    return {name: directory / name for name in ("upper", "work", "root", "disks", "console.log", "supervisor.pid",
+                                                "boot-delay")}
+
+
+def boot_delay(host: state.LabHost) -> float:
+    """The seconds the host stays off when it reboots."""
+    try:
+        return float(paths(host)["boot-delay"].read_text())
+    except (OSError, ValueError):
+        return DEFAULT_BOOT_DELAY_SECONDS
 
 
 def create(host: state.LabHost, lab: state.Lab, base: Path, repo: Path, mirrors: Mirrors, nvme_size_gib: int) -> None:
@@ -219,8 +233,15 @@ def supervise(host: state.LabHost) -> int:
         status = child.wait()
         if stopping or status != REBOOT_EXIT_STATUS:
             return 0 if status in (0, REBOOT_EXIT_STATUS) else status
-        log.write(f"\n=== k3ops lab: {host.name} rebooted, starting it again ===\n".encode())
+        delay = boot_delay(host)
+        log.write(f"\n=== k3ops lab: {host.name} rebooted; firmware for {delay:g} s, then starting it again ===\n"
+                  .encode())
         log.flush()
+        ends = time.monotonic() + delay
+        while not stopping and time.monotonic() < ends:
+            time.sleep(min(0.2, max(ends - time.monotonic(), 0)))
+        if stopping:
+            return 0
 
 
 def start(host: state.LabHost) -> None:

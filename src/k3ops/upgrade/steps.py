@@ -330,7 +330,8 @@ def upgrade(run: Run, group: dict) -> str:
     if "before" not in group:  # each host's boot and module before the deploy: the proof of its reboot
         group["before"] = on_group(run, group, boot_and_module)
         run.save()
-    else:  # resumed: a controller died in this step, perhaps while the deploy rebooted the hosts
+    else:  # resumed: a controller died in this step, its deploy perhaps still running, or rebooting the hosts
+        awaited(run, group)
         answering(run, group)
 
     def prepare(remote, data):
