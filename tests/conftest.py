@@ -1,6 +1,9 @@
-"""Shared test helpers: where the real captured tool outputs live."""
+"""Shared test helpers: where the real captured tool outputs live, and the CLI run in this process."""
 
+import contextlib
+import io
 import os
+import subprocess
 from pathlib import Path
 
 # pyinfra's CLI monkey-patches the process for gevent as it is imported; an import after some test has
@@ -9,6 +12,20 @@ import pyinfra_cli  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "real"  # the workplace's captures, copied: a clone is whole
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    """`k3ops ARGV` by the CLI's own entry point in this process (seconds saved per call over a new Python; the
+    command line itself is tests/unit/test_cli.py's): what it prints, and the status it exits with."""
+    from k3ops.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(argv))
+        except SystemExit as exited:  # argparse's refusals
+            status = exited.code
+    return subprocess.CompletedProcess(list(argv), status, out.getvalue(), err.getvalue())
 
 
 def real_output(relative: str) -> str:

@@ -4,9 +4,10 @@ status (the doctor's 3, everyone else's 2), never a traceback and never a health
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
+
+from ..conftest import cli
 
 # Every verb that takes an inventory, with what it needs besides.
 VERBS = [("validate",), ("check",), ("doctor", "--json"), ("nccl", "check"), ("nccl", "status"), ("model", "status"),
@@ -21,9 +22,7 @@ def k3ops(verb: tuple, inventory, *more: str) -> subprocess.CompletedProcess:
     """The real command line, the inventory where each verb takes it (after the verb's words, before its flags)."""
     words = [word for word in verb if not word.startswith("-")]
     words = words[:2] if verb[0] in ("nccl", "model", "serve", "upgrade") else words[:1]
-    flags = list(verb[len(words):])
-    return subprocess.run([sys.executable, "-m", "k3ops.cli", *words, str(inventory), *flags, *more],
-                          capture_output=True, text=True, timeout=60)
+    return cli(*words, str(inventory), *verb[len(words):], *more)
 
 
 def bad_input_status(verb: tuple) -> int:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ..conftest import REPO_ROOT
+from ..conftest import REPO_ROOT, cli
 
 PLACEHOLDER_REVISION = "0" * 40
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
@@ -22,10 +22,16 @@ API_KEY_FILE = '"api_key_file": "~/.config/k3ops/cpu-01.api-key"'
 PLACEHOLDER = "replace the example's placeholder (all zeros) with"
 
 
-def validate(inventory, home) -> subprocess.CompletedProcess:
-    """`k3ops validate` with HOME at `home`, so `~` in the inventory is the test's own."""
-    return subprocess.run([sys.executable, "-m", "k3ops.cli", "validate", str(inventory)], capture_output=True,
-                          text=True, cwd=REPO_ROOT, timeout=120, env={**os.environ, "HOME": str(home)})
+@pytest.fixture
+def validate(monkeypatch):
+    """`k3ops validate INVENTORY` run from the repository with HOME at `home`, so `~` in the inventory is the
+    test's own."""
+    def run(inventory, home) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            patch.setenv("HOME", str(home))
+            patch.chdir(REPO_ROOT)
+            return cli("validate", str(inventory))
+    return run
 
 
 def filled_in(tmp_path):
@@ -43,7 +49,7 @@ def filled_in(tmp_path):
     return copy / "prod.py", home
 
 
-def test_the_example_fleet_as_shipped_names_each_placeholder_to_replace(tmp_path):
+def test_the_example_fleet_as_shipped_names_each_placeholder_to_replace(tmp_path, validate):
     result = validate(REPO_ROOT / "inventory" / "prod.py", tmp_path)
     assert result.returncode == 1
     named = {line.strip().split(": replace")[0] for line in result.stderr.splitlines() if PLACEHOLDER in line}
@@ -55,7 +61,7 @@ def test_the_example_fleet_as_shipped_names_each_placeholder_to_replace(tmp_path
     assert "cpu-01: engine.api_key_file: ~/.config/k3ops/cpu-01.api-key does not exist on this controller" in result.stderr
 
 
-def test_the_docs_show_what_validate_says_of_the_example_as_shipped(tmp_path):
+def test_the_docs_show_what_validate_says_of_the_example_as_shipped(tmp_path, validate):
     page = (REPO_ROOT / "docs" / "provisioning.md").read_text()
     shown = page.split("    $ k3ops validate inventory/prod.py\n", 1)[1].split("\n\n", 1)[0].splitlines()
     result = validate(REPO_ROOT / "inventory" / "prod.py", tmp_path)
@@ -63,7 +69,7 @@ def test_the_docs_show_what_validate_says_of_the_example_as_shipped(tmp_path):
     assert len(shown) > 3 and all(line.removeprefix("    ") in said for line in shown if line.strip() != "..."), said
 
 
-def test_the_example_fleet_is_valid_once_its_placeholders_are_replaced(tmp_path):
+def test_the_example_fleet_is_valid_once_its_placeholders_are_replaced(tmp_path, validate):
     inventory, home = filled_in(tmp_path)
     result = validate(inventory, home)
     assert result.returncode == 0, result.stderr
@@ -120,7 +126,7 @@ def test_the_example_fleet_is_valid_once_its_placeholders_are_replaced(tmp_path)
     ("b300", ('"args":', '"environment": {"A B": "1"}, "args":'),
      "b300-02: engine.environment: 'A B' is not an environment variable name"),
 ])
-def test_bad_data_is_named_by_host_and_field(tmp_path, group, change, message):
+def test_bad_data_is_named_by_host_and_field(tmp_path, group, change, message, validate):
     inventory, home = filled_in(tmp_path)
     data = inventory.parent / "group_data" / f"{group}.py"
     before, after = change
@@ -137,7 +143,7 @@ def test_bad_data_is_named_by_host_and_field(tmp_path, group, change, message):
     (0o640, "is open to group or others (mode 0640)"),
     (None, "cpu-01: engine.api_key_file: ~/.config/k3ops/cpu-01.api-key is not a regular file"),
 ])
-def test_an_api_key_file_others_can_read_is_refused_as_ssh_refuses_a_private_key(tmp_path, mode, message):
+def test_an_api_key_file_others_can_read_is_refused_as_ssh_refuses_a_private_key(tmp_path, mode, message, validate):
     inventory, home = filled_in(tmp_path)
     key = home / ".config" / "k3ops" / "cpu-01.api-key"
     if mode is None:
@@ -163,7 +169,7 @@ MI355X_01 = '("mi355x-01", {"ssh_hostname": "192.0.2.21"}),'
     ((B300_02, '("b300-02", {"ssh_hostname": "192.0.2.11"}),'),
      "b300-02: ssh_hostname: 192.0.2.11 port 22 is also the SSH address of b300-01"),
 ])
-def test_hosts_defined_twice_or_sharing_an_address_are_refused(tmp_path, change, message):
+def test_hosts_defined_twice_or_sharing_an_address_are_refused(tmp_path, change, message, validate):
     inventory, home = filled_in(tmp_path)
     before, after = change
     assert before in inventory.read_text()
@@ -173,7 +179,7 @@ def test_hosts_defined_twice_or_sharing_an_address_are_refused(tmp_path, change,
     assert message in result.stderr, result.stderr
 
 
-def test_a_host_in_a_second_group_of_the_same_data_is_a_member_not_a_second_definition(tmp_path):
+def test_a_host_in_a_second_group_of_the_same_data_is_a_member_not_a_second_definition(tmp_path, validate):
     inventory, home = filled_in(tmp_path)
     inventory.write_text(inventory.read_text().replace(
         "validate_inventory(__file__)",

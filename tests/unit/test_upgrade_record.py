@@ -8,13 +8,13 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from k3ops.upgrade.record import Rollout, record_path, state_dir
 
+from ..conftest import cli
 from .test_upgrade_rollout import inventory, recorded, repository  # noqa: F401  (repository: a fixture)
 
 HOSTS = 'hgx = [("gpu-01", {"hardware_profile": "h200x8", "ssh_hostname": "203.0.113.1"})]\n'
@@ -31,8 +31,7 @@ def fleet(tmp_path, monkeypatch):
 
 
 def k3ops(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "k3ops.cli", "upgrade", *arguments], capture_output=True, text=True,
-                          timeout=60)
+    return cli("upgrade", *arguments)
 
 
 def refused(result, *said: str) -> None:
