@@ -184,3 +184,43 @@ def test_hand_drained_groups_are_held_and_groups_already_there_are_done(tmp_path
     assert "RMA ticket 4711 (by ops: alice)" in groups[0]["detail"]
     assert "(by k3ops upgrade (rollout 0badc0ffee000001 from bob@bastion-2))" in groups[4]["detail"]
     assert json.loads((tmp_path / "rollout.json").read_text())["groups"][2]["state"] == "done"  # recorded
+
+
+def test_a_canary_already_on_the_version_passes_the_canary_on(tmp_path):
+    """It would prove nothing: the next group in line is the canary, so the first group upgraded is still one."""
+    from k3ops.upgrade.rollout import skip_current
+    from k3ops.upgrade.steps import Run
+
+    groups = [{"name": name, "hosts": [name], "state": "pending", "canary": name == "gpu-01", "to": "580.126.09",
+               "failures": 0} for name in ("gpu-01", "gpu-02", "gpu-03")]
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "to": "580.126.09", "groups": groups}),
+              tmp_path / "rollout.log")
+    skip_current(run, {"gpu-01": {"marker": None, "out": None, "current": True},
+                       **{name: {"marker": None, "out": None, "current": False} for name in ("gpu-02", "gpu-03")}})
+    assert [(group["state"], group["canary"]) for group in groups] == [("done", False), ("pending", True),
+                                                                       ("pending", False)]
+
+
+@pytest.mark.parametrize(("installed", "held", "switches", "is_current"), [
+    ({"nvidia-driver": "580.126.09-1", "nvidia-fabricmanager": "580.126.09-1"},
+     ["nvidia-driver", "nvidia-fabricmanager"], ["0000:05:00.0"], True),
+    ({"nvidia-driver": "580.126.09-1", "nvidia-fabricmanager": "580.105.08-1"},  # fabric manager left behind
+     ["nvidia-driver", "nvidia-fabricmanager"], ["0000:05:00.0"], False),
+    ({"nvidia-driver": "580.126.09-1", "nvidia-fabricmanager": "580.126.09-1"}, ["nvidia-driver"],  # not held
+     ["0000:05:00.0"], False),
+    ({"nvidia-driver": "580.126.09-1", "nvidia-fabricmanager": None}, ["nvidia-driver"], [], True),  # off in data
+])
+def test_a_host_is_current_only_with_the_driver_and_its_fabric_manager_at_the_release(installed, held, switches,
+                                                                                       is_current):
+    from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
+    from k3ops.facts.nvidia import NvidiaKernelModule, NvSwitches
+    from k3ops.settings import settings_of
+    from k3ops.upgrade.rollout import current
+
+    from .test_doctor import FactHost
+
+    host = FactHost({NvidiaKernelModule: {"version": "580.126.09"}, NvSwitches: switches, AptHeldPackages: held,
+                     AptPolicyVersion: lambda package: {"installed": installed[package]}})
+    spec = settings_of({"hardware_profile": "h200x8", "nvidia_driver_version": "580.126.09",
+                        "fabric_manager": "auto" if switches else "off"}).gpu
+    assert current(host, spec, "580.126.09") is is_current

@@ -13,11 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..deploys.nvidia import package_version, release_package_version
+from ..deploys.nvlink import fabric_manager_package
 from ..deploys.reboot import is_controller
 from ..facts.apt import AptHeldPackages, AptPolicyVersion
 from ..facts.engine import EngineState
 from ..facts.maintenance import MaintenanceMarker
-from ..facts.nvidia import NvidiaKernelModule
+from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..inventory import SshTarget, selected
 from ..maintenance import MARKER_BY, owner
 from ..remote import on_targets
@@ -122,11 +123,8 @@ def observe(run: steps.Run) -> dict[str, dict]:
 
     def look(remote) -> dict:
         seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None}
-        module = (remote.get_fact(NvidiaKernelModule) or {}).get("version")
-        installed = remote.get_fact(AptPolicyVersion, package=DRIVER_PACKAGE)["installed"]
-        seen["current"] = (module == wanted and installed == release_package_version(wanted)
-                           and DRIVER_PACKAGE in remote.get_fact(AptHeldPackages))
         data = remote.data
+        seen["current"] = current(remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
         if seen["marker"] is not None:
             seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {seen['marker'].get('by', '?')})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
@@ -145,6 +143,18 @@ def foreign(marker: dict | None, rollout_id: str) -> bool:
     return marker is not None and (marker.get("by") != MARKER_BY or marker.get("rollout") not in (None, rollout_id))
 
 
+def current(remote, spec, wanted: str) -> bool:
+    """Whether the host runs the rollout's driver already: the module loaded, and the driver and the fabric manager
+    it needs (which moves with the driver) installed at the release and held."""
+    moving = [DRIVER_PACKAGE]
+    if spec.fabric_manager_wanted(bool(remote.get_fact(NvSwitches))):
+        moving.append(fabric_manager_package(spec))
+    held = remote.get_fact(AptHeldPackages)
+    return (remote.get_fact(NvidiaKernelModule) or {}).get("version") == wanted and all(
+        remote.get_fact(AptPolicyVersion, package=package)["installed"] == release_package_version(wanted)
+        and package in held for package in moving)
+
+
 def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
     """Pending groups with a host someone else took out of service are held: left exactly as they are."""
     pending = [group for group in run.rollout.groups if group["state"] == "pending"]
@@ -153,13 +163,20 @@ def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
                   if foreign(marker := seen[host]["marker"], run.rollout.id)]
         if theirs:
             run.move(group, HELD, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
-            if group["canary"]:  # the next group in line is the canary instead
-                group["canary"] = False
-                successor = next((other for other in pending if other["state"] == "pending" and not other["canary"]),
-                                 None)
-                if successor is not None:
-                    successor["canary"] = True
+            pass_canary(run, group)
     run.save()
+
+
+def pass_canary(run: steps.Run, group: dict) -> None:
+    """A canary that will not be upgraded (held, or already there) proves nothing: the next pending group in line
+    is the canary instead."""
+    if not group["canary"]:
+        return
+    group["canary"] = False
+    successor = next((other for other in run.rollout.groups if other["state"] == "pending" and not other["canary"]),
+                     None)
+    if successor is not None:
+        successor["canary"] = True
 
 
 def skip_current(run: steps.Run, seen: dict[str, dict]) -> None:
@@ -169,6 +186,8 @@ def skip_current(run: steps.Run, seen: dict[str, dict]) -> None:
         if group["state"] == "pending" and all(seen[host]["current"] and seen[host]["out"] is None
                                                for host in group["hosts"]):
             run.move(group, "done", f"already runs {group['to']}, installed and held, and serves: nothing to do")
+            pass_canary(run, group)
+    run.save()
 
 
 def advance(run: steps.Run, group: dict) -> None:
