@@ -52,3 +52,21 @@ def test_a_batch_stops_at_the_first_group_that_does_not_fit():
     queue = [Group("a", ("h1",)), Group("b", ("h2", "h3")), Group("c", ("h4",))]
     assert next_batch(queue, 2) == [queue[0]]  # c would fit, but does not jump ahead of b
     assert next_batch(queue, 0) == []
+
+
+def test_a_groups_own_hosts_already_out_take_no_more_room():
+    """A budget of one host with that host out (a failed group retried) still lets its group move: counted once."""
+    queue = [Group("gpu-01", ("gpu-01",)), Group("h200-a", ("gpu-02", "gpu-03"))]
+    assert next_batch(queue, 0, {"gpu-01"}) == [queue[0]]
+    assert next_batch(queue[1:], 1, {"gpu-02"}) == [queue[1]]  # one of its two hosts out: one more host of room
+    assert next_batch(queue, 0, {"gpu-09"}) == []  # someone else's host out: no room for anyone
+
+
+def test_a_multi_node_engine_with_one_host_out_is_out_whole():
+    from k3ops.upgrade.rollout import out_of_service
+
+    groups = [{"name": "h200-a", "hosts": ["gpu-01", "gpu-02"]}, {"name": "gpu-03", "hosts": ["gpu-03"]}]
+    seen = {"gpu-01": {"out": "engine not ready: connection refused"}, "gpu-02": {"out": None},
+            "gpu-03": {"out": None}}
+    assert out_of_service(groups, seen) == {"gpu-01": "engine not ready: connection refused",
+                                            "gpu-02": "its engine group h200-a does not serve"}

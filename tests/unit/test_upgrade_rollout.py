@@ -224,3 +224,21 @@ def test_a_host_is_current_only_with_the_driver_and_its_fabric_manager_at_the_re
     spec = settings_of({"hardware_profile": "h200x8", "nvidia_driver_version": "580.126.09",
                         "fabric_manager": "auto" if switches else "off"}).gpu
     assert current(host, spec, "580.126.09") is is_current
+
+
+def test_the_balancer_is_told_of_a_multi_node_engines_head_only(tmp_path):
+    """Its worker ranks serve nothing: the balancer never knew them."""
+    from k3ops.upgrade.steps import Run, balancer
+
+    told = tmp_path / "told"
+    command = ["sh", "-c", f'echo "$0 $1" >> {told}']
+    lb = {"upgrade_lb_deregister_command": [*command, "deregister", "{host}"],
+          "upgrade_lb_register_command": [*command, "register", "{host}"]}
+    fleet = inventory(tmp_path, "http://192.0.2.1/cuda/", {"gpu-01": {**clustered("h200-a"), **lb},
+                                                           "gpu-02": {**clustered("h200-a"), **lb}})
+    group = {"name": "h200-a", "hosts": ["gpu-01", "gpu-02"], "to": "580.126.09"}
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "groups": [group]}),
+              tmp_path / "rollout.log")
+    balancer(run, group, "deregister")
+    balancer(run, group, "register")
+    assert told.read_text().splitlines() == ["deregister gpu-01", "register gpu-01"]

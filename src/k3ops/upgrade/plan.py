@@ -67,15 +67,17 @@ def oversized(groups: list[Group], allowed: int) -> list[str]:
             for group in groups if len(group.hosts) > allowed]
 
 
-def next_batch(pending: list[Group], room: int) -> list[Group]:
+def next_batch(pending: list[Group], room: int, down: set[str] = frozenset()) -> list[Group]:
     """The next groups in order that fit together in `room` hosts (it stops at the first that does not fit:
-    the order is the plan's, a small group does not jump the queue)."""
+    the order is the plan's, a small group does not jump the queue). A group's hosts that are `down` already
+    take no more room: the budget counted them."""
     batch, used = [], 0
     for group in pending:
-        if used + len(group.hosts) > room:
+        needs = len(set(group.hosts) - down)
+        if used + needs > room:
             break
         batch.append(group)
-        used += len(group.hosts)
+        used += needs
     return batch
 
 

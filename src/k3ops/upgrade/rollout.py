@@ -179,6 +179,17 @@ def pass_canary(run: steps.Run, group: dict) -> None:
         successor["canary"] = True
 
 
+def out_of_service(groups: list[dict], seen: dict[str, dict]) -> dict[str, str]:
+    """The hosts that do not serve, and why: each one seen out, and every host of an engine group one of whose
+    hosts is (a multi-node engine serves whole or not at all)."""
+    down = {host: found["out"] for host, found in seen.items() if found["out"]}
+    for group in groups:
+        if any(host in down for host in group["hosts"]):
+            for host in group["hosts"]:
+                down.setdefault(host, f"its engine group {group['name']} does not serve")
+    return down
+
+
 def skip_current(run: steps.Run, seen: dict[str, dict]) -> None:
     """Pending groups that already run the driver and serve are done as they are: a rollout run again drains
     nothing."""
@@ -302,9 +313,9 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
                 if not pending:
                     return finish(run, DONE, "every group is done")
                 queue = [group for group in pending if group["canary"]] or pending
-                down = {host: found["out"] for host, found in seen.items() if found["out"]}
+                down = out_of_service(rollout.groups, seen)
                 room = rollout.record["budget"] - len(down)
-                chosen = plan.next_batch([plan.Group(g["name"], tuple(g["hosts"])) for g in queue], room)
+                chosen = plan.next_batch([plan.Group(g["name"], tuple(g["hosts"])) for g in queue], room, set(down))
                 if not chosen:
                     return finish(run, HALTED, f"{len(down)} hosts are out of service "
                                                f"({'; '.join(f'{h}: {w}' for h, w in down.items())}): no room under "

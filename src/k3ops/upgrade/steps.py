@@ -155,8 +155,10 @@ def mark(run: Run, group: dict, state: str) -> None:
 
 
 def balancer(run: Run, group: dict, which: str) -> None:
-    """Run the site's load balancer command for each host of the group, on the controller (no shell)."""
-    for host in run.hosts(group):
+    """Run the site's load balancer command for each host of the group that serves (a multi-node engine's head;
+    its workers serve nothing), on the controller (no shell)."""
+    serving = set(heads(run, group))
+    for host in [host for host in run.hosts(group) if host.name in serving]:
         settings = host_settings(host)
         words = settings.upgrade.lb_command(which, host.name, settings.model.address_for_peers(host.name))
         if words is None:
