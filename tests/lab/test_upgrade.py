@@ -191,11 +191,11 @@ def killed_controller(fleet: dict, when, what: str) -> str:
 
 
 def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(fleet):
-    """The controller dies inside gpu-02's reboot (off for 60 s, as bare metal is for minutes), then again once
+    """The controller dies inside gpu-02's reboot (off for 30 s, as bare metal is for minutes), then again once
     gpu-03's engine has started in its validation; each resume finishes what the dead one left, the last to the
     end, and never takes a second host out."""
     k3ops("lab", "fault", "gpu-01", "--clear")
-    k3ops("lab", "boot-delay", "gpu-02", "60")
+    k3ops("lab", "boot-delay", "gpu-02", "30")
     console = lab_module.console_log(state.load().host("gpu-02"))
     reboots = console.read_text(errors="replace").count("rebooted;")
     poller = Poller(fleet["inventory"], fleet["balancer"])
