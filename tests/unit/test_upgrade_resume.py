@@ -50,3 +50,18 @@ def test_a_process_start_time_is_read_for_a_live_process_only():
     ended = subprocess.Popen(["true"])
     ended.wait()
     assert steps.process_start(ended.pid) is None
+
+
+def test_an_abort_ends_a_steps_wait_and_leaves_its_group_where_it_was(run, monkeypatch):
+    """A drain, a reboot or a soak may last hours: `k3ops upgrade abort` does not wait for its end."""
+    from k3ops.upgrade.rollout import advance
+
+    group = run.rollout.groups[0]
+    group.update(state="soaking", failures=0)
+    monkeypatch.setitem(steps.STEPS, "soaking", (lambda run, group: run.pause(3600), "done"))  # a soak of an hour
+    abort = subprocess.Popen(["sh", "-c", f"sleep 0.3; touch {run.rollout.abort_flag}"])  # `k3ops upgrade abort`
+    started = time.monotonic()
+    advance(run, group)
+    abort.wait()
+    assert time.monotonic() - started < 5
+    assert group["state"] == "soaking" and group["failures"] == 0 and "failed_at" not in group

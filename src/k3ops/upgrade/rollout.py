@@ -209,6 +209,8 @@ def advance(run: steps.Run, group: dict) -> None:
         step, following = steps.STEPS[group["state"]]
         try:
             detail = step(run, group)
+        except steps.Aborted:
+            return
         except Exception as error:  # noqa: BLE001  (anything a step meets fails the group, never the rollout)
             fail(run, group, f"{type(error).__name__}: {error}" if not isinstance(error, steps.StepFailed)
                  else str(error))
@@ -270,6 +272,8 @@ def stage_batch(run: steps.Run, batch: list[dict]) -> list[dict]:
             return group
         except steps.StepFailed as error:
             fail(run, group, f"staging failed (still serving, untouched): {error}")
+            return None
+        except steps.Aborted:
             return None
 
     with ThreadPoolExecutor(max_workers=len(batch)) as pool:
@@ -340,8 +344,8 @@ def finish(run: steps.Run, status: str, why: str) -> int:
 
 
 def request_abort(rollout: Rollout) -> None:
-    """Stop the rollout at the next step: a running controller sees the flag between steps; a dead one's
-    record is ended here. Groups keep their state: hosts out of service stay out, marked."""
+    """Stop the rollout: a running controller sees the flag between steps and in a step's waits (Run.pause); a
+    dead one's record is ended here. Groups keep their state: hosts out of service stay out, marked."""
     rollout.abort_flag.touch()
     try:
         with exclusive(rollout.path):

@@ -59,6 +59,11 @@ class StepFailed(RuntimeError):
     pass
 
 
+class Aborted(Exception):
+    """`k3ops upgrade abort` asked for the rollout to stop: a step that waits stops waiting, its group left in the
+    state it was in, as between steps."""
+
+
 @dataclass
 class Run:
     """One controller's work on a rollout: the record, where tool output goes, and what it prints."""
@@ -94,6 +99,15 @@ class Run:
     def save(self) -> None:
         with self.lock:
             self.rollout.save()
+
+    def pause(self, seconds: float) -> None:
+        """A step's wait between two looks at its hosts, cut short by an abort (a drain, a reboot or a soak may
+        last hours)."""
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends:
+            if self.rollout.abort_flag.exists():
+                raise Aborted()
+            time.sleep(min(1.0, max(ends - time.monotonic(), 0)))
 
 
 def version_data(group: dict) -> dict:
@@ -226,7 +240,7 @@ def awaited(run: Run, group: dict) -> None:
         if time.monotonic() > deadline:
             raise StepFailed(f"the deploy of a controller before this one (pid {deploy['pid']}) still runs after "
                              f"{DEPLOY_TIMEOUT_SECONDS} s")
-        time.sleep(POLL_SECONDS)
+        run.pause(POLL_SECONDS)
     group.pop("deploy")
     run.save()
 
@@ -248,7 +262,7 @@ def drained(run: Run, group: dict) -> str:
     """Once the balancer has settled (upgrade_lb_settle_seconds), wait until every serving host of the group has
     nothing in flight, up to upgrade_drain_timeout_seconds."""
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
-    time.sleep(max(setting.upgrade_lb_settle_seconds for setting in settings))
+    run.pause(max(setting.upgrade_lb_settle_seconds for setting in settings))
     watch = Drain(deadline=time.monotonic() + max(setting.upgrade_drain_timeout_seconds for setting in settings))
     serving = set(heads(run, group))
     while True:
@@ -256,7 +270,7 @@ def drained(run: Run, group: dict) -> str:
                                         if remote.name in serving else 0), time.monotonic())
         if verdict:
             return verdict
-        time.sleep(POLL_SECONDS)
+        run.pause(POLL_SECONDS)
 
 
 @dataclass
@@ -356,7 +370,7 @@ def answering(run: Run, group: dict) -> None:
         except StepFailed as error:
             if time.monotonic() > deadline:
                 raise StepFailed(f"not answering within reboot_timeout_seconds: {error}") from None
-        time.sleep(POLL_SECONDS)
+        run.pause(POLL_SECONDS)
 
 
 def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
@@ -383,7 +397,7 @@ def rebooted(run: Run, group: dict) -> str:
             return f"new boot on driver {group['to']}"
         if time.monotonic() > deadline:
             raise StepFailed("; ".join(waiting))
-        time.sleep(POLL_SECONDS)
+        run.pause(POLL_SECONDS)
 
 
 def validate(run: Run, group: dict) -> str:
@@ -481,7 +495,7 @@ def soak(run: Run, group: dict) -> str:
         left = end - time.time()
         if left <= 0:
             break
-        time.sleep(min(POLL_SECONDS, left))
+        run.pause(min(POLL_SECONDS, left))
     problems = doctor_problems(run, group)
     if problems:
         raise StepFailed("the doctor is not clean after the soak: " + "; ".join(problems))
@@ -520,6 +534,8 @@ def take_out(run: Run, group: dict, detail: str) -> list[str]:
             drained(run, group)
     except StepFailed as error:
         problems.append(str(error))
+    except Aborted:
+        problems.append("its drain cut short by `k3ops upgrade abort`")
 
     def park(remote, data):
         write_marker(run, remote, group, FAILED, detail)
