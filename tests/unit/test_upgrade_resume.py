@@ -65,3 +65,15 @@ def test_an_abort_ends_a_steps_wait_and_leaves_its_group_where_it_was(run, monke
     abort.wait()
     assert time.monotonic() - started < 5
     assert group["state"] == "soaking" and group["failures"] == 0 and "failed_at" not in group
+
+
+@pytest.mark.parametrize(("failed_at", "resumed_at"), [("soaking", "validating"), ("validating", "validating"),
+                                                       ("draining", "draining"), ("upgrading", "upgrading")])
+def test_a_failed_group_is_retried_where_its_engine_can_come_back(run, failed_at, resumed_at):
+    """Taken out of service, its engine was stopped: a soak cannot find it serving, a validation starts it."""
+    from k3ops.upgrade.rollout import retry
+
+    group = run.rollout.groups[0]
+    group.update(state="failed", failed_at=failed_at, failures=1)
+    retry(run.rollout, group)
+    assert (group["state"], group["failures"]) == (resumed_at, 0)

@@ -250,11 +250,13 @@ def roll_back(run: steps.Run, group: dict) -> bool:
 
 def retry(rollout: Rollout, group: dict) -> None:
     """`resume` takes a failed group up at the step it failed at (a rolled-back canary, serving again on its old
-    driver, from its drain, to the rollout's version), and looks at a held one again."""
+    driver, from its drain, to the rollout's version; one that failed its soak from its validation, which starts
+    the engine its failure stopped), and looks at a held one again."""
     if group["state"] == HELD:
         rollout.move(group, "pending", "held by hand before: looked at again by `k3ops upgrade resume`")
         return
-    state = group.get("failed_at", "pending")
+    failed_at = group.get("failed_at", "pending")
+    state = "validating" if failed_at == "soaking" else failed_at
     if "rolled_back_from" in group:
         group["to"] = group.pop("rolled_back_from")
         group.pop("before", None)
