@@ -59,3 +59,9 @@ def owner(found: dict) -> str:
     if found.get("rollout"):
         words += f" (rollout {found['rollout']} from {found.get('controller', '?')})"
     return words
+
+
+def foreign(found: dict | None, rollout_id: str) -> bool:
+    """A marker the rollout `rollout_id` did not write: a person's, or another rollout's (a failed host it left for
+    a person to look at, or one another controller is working on)."""
+    return found is not None and (found.get("by") != MARKER_BY or found.get("rollout") not in (None, rollout_id))

@@ -13,7 +13,8 @@ import pytest
 from k3ops.maintenance import FAILED, LIVE, STALE, UNDATED_MARKER_HOURS, iso, standing
 from k3ops.onhost.layout import MAINTENANCE_MARKER
 from k3ops.upgrade.record import Rollout
-from k3ops.upgrade.steps import MARKER_GRACE_SECONDS, Run, write_marker
+from k3ops.facts.reader import read_fact
+from k3ops.upgrade.steps import MARKER_GRACE_SECONDS, Run, StepFailed, unmark, write_marker
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
 OURS = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "rollout": "5f0c2a91d3e4b6a7"}
@@ -35,9 +36,31 @@ def test_a_marker_is_believed_only_until_its_deadline(marker, verdict):
     assert standing(marker, NOW)[0] == verdict
 
 
-def test_a_rollout_marks_a_host_with_its_id_its_controller_and_a_deadline_past_its_step(tmp_path):
-    """Written by the command a step sends (run in a real shell, the marker's path moved under tmp_path): the
-    drain's marker holds through the drain's limit and no further than its grace after it."""
+class Remote:
+    """A host whose marker is `marker_file`: the commands a step sends run in a real shell, the marker's path moved
+    there."""
+
+    name = "gpu-01"
+
+    def __init__(self, marker_file):
+        self.marker_file = marker_file
+
+    def run(self, command: str) -> tuple[bool, str, str]:
+        done = subprocess.run(["sh", "-c", command.replace(MAINTENANCE_MARKER, str(self.marker_file))],
+                              capture_output=True, text=True)
+        return done.returncode == 0, done.stdout, done.stderr
+
+    def check_output(self, command: str) -> str:
+        ok, out, err = self.run(command)
+        assert ok, err
+        return out
+
+    def get_fact(self, fact, **arguments):
+        return read_fact(self.run, fact, **arguments)
+
+
+def rollout(tmp_path) -> tuple[Run, dict]:
+    """A rollout of one h200x8 host whose drain may last 600 s, and its group."""
     fleet = tmp_path / "fleet.py"
     data = {"hardware_profile": "h200x8", "nvidia_driver_version": "580.105.08", "upgrade_drain_timeout_seconds": 600,
             "upgrade_lb_settle_seconds": 5}
@@ -45,15 +68,17 @@ def test_a_rollout_marks_a_host_with_its_id_its_controller_and_a_deadline_past_i
     group = {"name": "gpu-01", "hosts": ["gpu-01"], "to": "580.126.09", "marked": "2026-12-07T11:00:00+00:00"}
     run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "inventory": str(fleet),
                                                   "groups": [group]}), tmp_path / "rollout.log")
+    return run, group
+
+
+def test_a_rollout_marks_a_host_with_its_id_its_controller_and_a_deadline_past_its_step(tmp_path):
+    """Written by the command a step sends (run in a real shell, the marker's path moved under tmp_path): the
+    drain's marker holds through the drain's limit and no further than its grace after it."""
+    run, group = rollout(tmp_path)
     marker_file = tmp_path / "maintenance.json"
-
-    class Remote:
-        def check_output(self, command: str) -> str:
-            return subprocess.run(["sh", "-c", command.replace(MAINTENANCE_MARKER, str(marker_file))], check=True,
-                                  capture_output=True, text=True).stdout
-
+    remote = Remote(marker_file)
     written_at = datetime.now(timezone.utc)
-    write_marker(run, Remote(), group, "draining")
+    write_marker(run, remote, group, "draining")
     marker = json.loads(marker_file.read_text())
     assert {key: marker[key] for key in ("by", "state", "since", "rollout", "group")} == {
         "by": "k3ops upgrade", "state": "draining", "since": "2026-12-07T11:00:00+00:00",
@@ -61,7 +86,22 @@ def test_a_rollout_marks_a_host_with_its_id_its_controller_and_a_deadline_past_i
     assert marker["controller"] == run.controller and "@" in run.controller
     assert standing(marker, written_at + timedelta(seconds=605))[0] == LIVE
     assert standing(marker, written_at + timedelta(seconds=605 + MARKER_GRACE_SECONDS + 2))[0] == STALE
-    write_marker(run, Remote(), group, FAILED, "fabric check failed: mlx5_2 port 1: Down")
+    write_marker(run, remote, group, FAILED, "fabric check failed: mlx5_2 port 1: Down")
     marker = json.loads(marker_file.read_text())
     assert marker["deadline"] is None and standing(marker)[0] == FAILED
     assert "fabric check failed: mlx5_2 port 1: Down" in standing(marker)[1]
+
+
+def test_a_marker_someone_placed_during_the_rollout_is_never_overwritten_nor_removed(tmp_path):
+    run, group = rollout(tmp_path)
+    remote = Remote(tmp_path / "maintenance.json")
+    write_marker(run, remote, group, "draining")
+    hold = {"reason": "RMA ticket 4711", "by": "ops: alice", "since": "2026-12-07T11:30:00+00:00"}
+    remote.marker_file.write_text(json.dumps(hold))
+    with pytest.raises(StepFailed, match="taken out of service by ops: alice during the rollout .RMA ticket 4711."):
+        write_marker(run, remote, group, "stopped")
+    unmark(run, remote)
+    assert json.loads(remote.marker_file.read_text()) == hold
+    remote.marker_file.write_text(json.dumps({**OURS, "state": "soaking"}))  # this rollout's own: removed
+    unmark(run, remote)
+    assert not remote.marker_file.exists()

@@ -20,7 +20,7 @@ from ..facts.engine import EngineState
 from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..inventory import SshTarget, selected
-from ..maintenance import MARKER_BY, owner
+from ..maintenance import foreign, owner
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..settings.host import DRIVER_VERSION
@@ -135,12 +135,6 @@ def observe(run: steps.Run) -> dict[str, dict]:
     results = on_targets([SshTarget.of(host) for host in hosts], look)
     return {result.host: result.value if result.error is None else {"marker": None, "current": False,
                                                                    "out": result.error} for result in results}
-
-
-def foreign(marker: dict | None, rollout_id: str) -> bool:
-    """A marker this rollout did not write: a person's, or another rollout's (a failed host it left for a person
-    to look at, or one another controller is working on)."""
-    return marker is not None and (marker.get("by") != MARKER_BY or marker.get("rollout") not in (None, rollout_id))
 
 
 def current(remote, spec, wanted: str) -> bool:

@@ -28,10 +28,11 @@ from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
 from ..facts.gpu_health import DcgmDiag, diag_failures
+from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
 from ..inventory import SshTarget, selected
-from ..maintenance import FAILED, marker
+from ..maintenance import FAILED, foreign, marker, owner
 from ..nccl.check import run_check
 from ..onhost import layout
 from ..owned_files import replace_with
@@ -140,6 +141,10 @@ def engine_of(data: dict):
 def write_marker(run: Run, remote, group: dict, state: str, detail: str = "") -> None:
     """The host's maintenance marker, replaced by rename: the rollout's id, this controller, the group's state, and
     a deadline (marker_seconds) past which the doctor reports the host as left out of service."""
+    theirs = remote.get_fact(MaintenanceMarker)
+    if foreign(theirs, run.rollout.id):
+        raise StepFailed(f"{remote.name}: taken out of service by {owner(theirs)} during the rollout "
+                         f"({theirs.get('reason', '?')}): left to them, never overwritten")
     found = marker(f"driver upgrade to {group['to']}", state, group.get("marked") or now(),
                    marker_seconds(run, group, state), rollout=run.rollout.id, controller=run.controller,
                    group=group["name"], **({"detail": detail} if detail else {}))
@@ -499,8 +504,14 @@ def soak(run: Run, group: dict) -> str:
     problems = doctor_problems(run, group)
     if problems:
         raise StepFailed("the doctor is not clean after the soak: " + "; ".join(problems))
-    on_group(run, group, lambda remote, data: remote.check_output(f"rm -f {layout.MAINTENANCE_MARKER}"))
+    on_group(run, group, lambda remote, data: unmark(run, remote))
     return f"served through the soak on driver {group['to']}"
+
+
+def unmark(run: Run, remote) -> None:
+    """The rollout's marker removed; one someone else placed meanwhile is theirs to remove."""
+    if not foreign(remote.get_fact(MaintenanceMarker), run.rollout.id):
+        remote.check_output(f"rm -f {layout.MAINTENANCE_MARKER}")
 
 
 @dataclass
