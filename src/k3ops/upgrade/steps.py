@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import getpass
 import json
-import re
 import os
+import re
 import shlex
 import signal
 import socket
