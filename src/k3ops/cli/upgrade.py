@@ -23,6 +23,7 @@ def register(verbs) -> None:
                         help="failed groups tolerated before the rollout halts (default 0: the first halts it)")
     add_limit_flag(driver, "every NVIDIA host; whole engine groups")
     driver.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
+    add_write_data_flag(driver)
     driver.set_defaults(handler=start)
     status = commands.add_parser("status", help="the recorded rollout: each group's state")
     status.add_argument("inventory", nargs="?")
@@ -30,10 +31,18 @@ def register(verbs) -> None:
     status.set_defaults(handler=show_status)
     for name, handler, help_text in (("resume", resume, "go on with the unfinished rollout (after a dead controller "
                                                         "or a halt); failed groups are retried"),
-                                     ("abort", abort, "stop the rollout at its next step; hosts out of service stay out")):
+                                     ("abort", abort, "stop the rollout within seconds; hosts out of service stay out")):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("inventory", nargs="?", help="the rollout's inventory (default: the only unfinished one)")
         command.set_defaults(handler=handler)
+        if name == "resume":
+            add_write_data_flag(command)
+
+
+def add_write_data_flag(command) -> None:
+    command.add_argument("--write-data", action="store_true",
+                         help="once every group is done, set nvidia_driver_version in the group_data file that sets "
+                              "it (without: the exact change is printed)")
 
 
 def start(args) -> int:
@@ -43,6 +52,7 @@ def start(args) -> int:
     print(plan_text(rollout, planned(rollout)))
     if args.dry_run:
         return 0
+    rollout.record["write_data"] = args.write_data
     rollout.save()
     return run_rollout(rollout)
 
@@ -84,6 +94,7 @@ def resume(args) -> int:
 
     rollout = unfinished(args.inventory)
     rollout.check_inventory(args.inventory)
+    rollout.record["write_data"] = rollout.record.get("write_data", False) or args.write_data
     return run_rollout(rollout, retry_failed=True)
 
 
@@ -95,7 +106,7 @@ def abort(args) -> int:
     request_abort(rollout)
     rollout = Rollout.load(rollout.path)
     if rollout.status == RUNNING:
-        print("the rollout's controller stops at its next step (`k3ops upgrade status` shows when)")
+        print("the rollout's controller stops within seconds (`k3ops upgrade status` shows when)")
     out = [f"{group['name']} ({', '.join(group['hosts'])}): {group['state']}" for group in rollout.groups
            if group["state"] in OUT_OF_SERVICE]
     print(f"rollout of {rollout.record['inventory']} aborted"

@@ -24,7 +24,7 @@ from ..maintenance import foreign, owner
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..settings.host import DRIVER_VERSION
-from . import plan, steps
+from . import data_change, plan, steps
 from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, RUNNING, UNFINISHED, Rollout, now,
                      exclusive, inventory_digest, record_path)
 from .versions import published_versions
@@ -333,9 +333,12 @@ def finish(run: steps.Run, status: str, why: str) -> int:
     run.save()
     run.say(f"rollout {status}: {why}")
     if status == DONE:
-        run.say(f"every upgraded host runs {run.rollout.record['to']}: set nvidia_driver_version = "
-                f"'{run.rollout.record['to']}' in the inventory's data (a deploy of the old value is refused on "
-                "serving hosts)")
+        record = run.rollout.record
+        run.say(f"every upgraded host runs {record['to']}: the inventory's data must say so (a deploy of the old "
+                "value is refused on serving hosts):")
+        ran = {version for group in run.rollout.groups for version in (group.get("from") or {}).values()}
+        for line in data_change.change(record["inventory"], record["to"], ran, record.get("write_data", False)):
+            run.say(f"  {line}")
     return 0 if status == DONE else 1
 
 

@@ -1,0 +1,58 @@
+"""The inventory's data after a rollout: where `nvidia_driver_version` is set, the exact edit that makes it say
+what the fleet now runs, and (`--write-data`) that edit made, so that the next plain deploy agrees with the
+fleet instead of being refused on every serving host.
+
+Only a group_data file's top-level assignment of one of the versions the hosts ran is rewritten; a value set
+per host in the inventory, or anything computed, is named for a person to change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+SETTING = "nvidia_driver_version"
+ASSIGNMENT = re.compile(rf"^{SETTING}\s*=\s*(?P<quote>[\"'])(?P<value>[^\"'\n]*)(?P=quote)\s*(?:#.*)?$")
+
+
+def data_files(inventory: str) -> list[Path]:
+    """The inventory and the group_data files pyinfra reads with it (beside it, and in the working directory)."""
+    path = Path(inventory).resolve()
+    folders = sorted({path.parent / "group_data", Path.cwd().resolve() / "group_data"})
+    return [path, *(data for folder in folders if folder.is_dir() for data in sorted(folder.glob("*.py")))]
+
+
+def settings_of_version(inventory: str) -> list[tuple[Path, int, str]]:
+    """Every line that names the setting: (file, line number, the line)."""
+    return [(path, number, line) for path in data_files(inventory)
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if SETTING in line]
+
+
+def change(inventory: str, to: str, ran: set[str], write: bool) -> list[str]:
+    """What to change (or, with `write`, what was changed) for the inventory's data to say `to`; `ran`: the
+    versions the upgraded hosts ran before."""
+    found = settings_of_version(inventory)
+    if not found:
+        groups = Path(inventory).resolve().parent / "group_data" / "all.py"
+        return [f"no file sets {SETTING} (every host takes k3ops' default): add `{SETTING} = \"{to}\"` to {groups}"]
+    said = []
+    for path, number, line in found:
+        assignment = ASSIGNMENT.match(line)
+        if assignment is None or path.parent.name != "group_data":
+            said.append(f"{path}:{number}: `{line.strip()}`: set it to \"{to}\" by hand")
+        elif assignment["value"] == to:
+            said.append(f"{path}:{number}: already says {to}")
+        elif assignment["value"] not in ran:
+            said.append(f"{path}:{number}: says {assignment['value']}, which no upgraded host ran: left as it is")
+        elif write:
+            lines = path.read_text().splitlines(keepends=True)
+            lines[number - 1] = lines[number - 1].replace(assignment["value"], to, 1)
+            written = path.with_name(f".{path.name}.k3ops-new")
+            written.write_text("".join(lines))
+            written.chmod(path.stat().st_mode & 0o7777)
+            os.replace(written, path)  # whole, old or new, for a reader at any moment
+            said.append(f"{path}:{number}: {assignment['value']} -> {to} (written)")
+        else:
+            said.append(f"{path}:{number}: change {assignment['value']} to {to} (or rerun with --write-data)")
+    return said

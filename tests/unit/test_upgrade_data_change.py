@@ -1,0 +1,49 @@
+"""After a rollout the inventory's data is made to say what the fleet runs: the exact edit is named, and with
+--write-data a group_data file's own assignment of the old version is rewritten, and nothing else."""
+
+from __future__ import annotations
+
+from k3ops.upgrade.data_change import change
+
+
+def inventory_with(tmp_path, group_data: dict[str, str], inventory: str = "hgx = ['gpu-01']\n") -> str:
+    (tmp_path / "group_data").mkdir()
+    for name, text in group_data.items():
+        (tmp_path / "group_data" / name).write_text(text)
+    (tmp_path / "fleet.py").write_text(inventory)
+    return str(tmp_path / "fleet.py")
+
+
+def test_the_group_data_assignment_of_the_old_version_is_named_then_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fleet = inventory_with(tmp_path, {"hgx.py": 'ssh_user = "root"\nnvidia_driver_version = "580.105.08"  # pinned\n',
+                                      "all.py": "ssh_port = 22\n"})
+    said = change(fleet, "580.126.09", {"580.105.08"}, write=False)
+    assert said == [f"{tmp_path}/group_data/hgx.py:2: change 580.105.08 to 580.126.09 (or rerun with --write-data)"]
+    assert "580.105.08" in (tmp_path / "group_data" / "hgx.py").read_text()
+    said = change(fleet, "580.126.09", {"580.105.08"}, write=True)
+    assert said == [f"{tmp_path}/group_data/hgx.py:2: 580.105.08 -> 580.126.09 (written)"]
+    assert (tmp_path / "group_data" / "hgx.py").read_text() == \
+        'ssh_user = "root"\nnvidia_driver_version = "580.126.09"  # pinned\n'
+    assert change(fleet, "580.126.09", {"580.105.08"}, write=True) == [
+        f"{tmp_path}/group_data/hgx.py:2: already says 580.126.09"]
+
+
+def test_what_is_set_per_host_or_to_another_version_is_left_to_a_person(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fleet = inventory_with(
+        tmp_path, {"lab.py": 'nvidia_driver_version = "570.195.03"\n'},
+        inventory='hgx = [("gpu-01", {"nvidia_driver_version": "580.105.08"})]\n')
+    said = change(fleet, "580.126.09", {"580.105.08"}, write=True)
+    assert said == [f"{tmp_path}/fleet.py:1: `hgx = [(\"gpu-01\", {{\"nvidia_driver_version\": \"580.105.08\"}})]`: "
+                    "set it to \"580.126.09\" by hand",
+                    f"{tmp_path}/group_data/lab.py:1: says 570.195.03, which no upgraded host ran: left as it is"]
+    assert (tmp_path / "group_data" / "lab.py").read_text() == 'nvidia_driver_version = "570.195.03"\n'
+
+
+def test_a_fleet_on_the_default_version_is_told_where_to_set_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fleet = inventory_with(tmp_path, {"all.py": "ssh_port = 22\n"})
+    assert change(fleet, "580.126.09", {"580.105.08"}, write=True) == [
+        f"no file sets nvidia_driver_version (every host takes k3ops' default): add "
+        f"`nvidia_driver_version = \"580.126.09\"` to {tmp_path}/group_data/all.py"]
