@@ -70,3 +70,12 @@ def test_a_multi_node_engine_with_one_host_out_is_out_whole():
             "gpu-03": {"out": None}}
     assert out_of_service(groups, seen) == {"gpu-01": "engine not ready: connection refused",
                                             "gpu-02": "its engine group h200-a does not serve"}
+
+
+def test_the_hosts_that_count_against_the_budget_are_those_serving_the_same_model():
+    """A rollout limited to some hosts still counts the others of the service when they are out."""
+    from k3ops.upgrade.rollout import served_model
+
+    assert served_model(clustered("h200-a")) == "kimi-k3"
+    assert served_model(H200) is None  # serves nothing: its being out costs the service nothing
+    assert served_model({**H200, "model": MODEL}) is None  # holds the model, runs no engine

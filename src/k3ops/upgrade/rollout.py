@@ -113,18 +113,23 @@ def failures(rollout: Rollout) -> int:
 
 
 def observe(run: steps.Run) -> dict[str, dict]:
-    """Every host of the rollout as it is now, read before each batch: its marker, why it does not serve
-    (`out`: unreachable, marked, or its engine not ready; None: it serves) and whether it already runs the
-    rollout's driver, loaded, installed and held (`current`). Hosts that were out before the rollout count
-    against the budget too."""
-    hosts = selected(run.inventory, [host for group in run.rollout.groups for host in group["hosts"]])
-    fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
+    """Every host that serves what the rollout's hosts serve, as it is now, read before each batch: its marker, why
+    it does not serve (`out`: unreachable, marked, or its engine not ready; None: it serves) and, for the
+    rollout's own hosts, whether it already runs the rollout's driver, loaded, installed and held (`current`).
+    Hosts out before the rollout, and hosts of the same model outside --limit, count against the budget too: the
+    service loses them all the same."""
+    ours = {host for group in run.rollout.groups for host in group["hosts"]}
+    everyone = selected(run.inventory, None)
+    served = {served_model(host.data.dict()) for host in everyone if host.name in ours} - {None}
+    hosts = [host for host in everyone if host.name in ours or served_model(host.data.dict()) in served]
+    fleet = [(member.name, member.data.dict()) for member in everyone[0].inventory]
     wanted = run.rollout.record["to"]
 
     def look(remote) -> dict:
         seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None}
         data = remote.data
-        seen["current"] = current(remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
+        seen["current"] = remote.name in ours and current(
+            remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
         if seen["marker"] is not None:
             seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {seen['marker'].get('by', '?')})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
@@ -135,6 +140,12 @@ def observe(run: steps.Run) -> dict[str, dict]:
     results = on_targets([SshTarget.of(host) for host in hosts], look)
     return {result.host: result.value if result.error is None else {"marker": None, "current": False,
                                                                    "out": result.error} for result in results}
+
+
+def served_model(data: dict) -> str | None:
+    """The model a host's engine serves (None: it serves none)."""
+    settings = settings_of(data)
+    return settings.model.model.name if settings.engine.engine is not None and settings.model.model else None
 
 
 def current(remote, spec, wanted: str) -> bool:
