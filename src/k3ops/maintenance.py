@@ -61,7 +61,7 @@ def owner(found: dict) -> str:
     return words
 
 
-def foreign(found: dict | None, rollout_id: str) -> bool:
-    """A marker the rollout `rollout_id` did not write: a person's, or another rollout's (a failed host it left for
-    a person to look at, or one another controller is working on)."""
-    return found is not None and (found.get("by") != MARKER_BY or found.get("rollout") not in (None, rollout_id))
+def foreign(found: dict | None, rollouts: set[str]) -> bool:
+    """A marker none of `rollouts` wrote (a rollout's own id, and those it took over by name): a person's, or
+    another rollout's (a failed host it left for a person to look at, or one another controller works on)."""
+    return found is not None and (found.get("by") != MARKER_BY or found.get("rollout") not in (None, *rollouts))

@@ -186,6 +186,26 @@ def test_hand_drained_groups_are_held_and_groups_already_there_are_done(tmp_path
     assert json.loads((tmp_path / "rollout.json").read_text())["groups"][2]["state"] == "done"  # recorded
 
 
+def test_a_dead_rollout_taken_over_by_name_has_its_hosts_moved_not_held(tmp_path):
+    from k3ops.upgrade.rollout import hold_hand_drained
+    from k3ops.upgrade.steps import Run
+
+    groups = [{"name": "gpu-05", "hosts": ["gpu-05"], "state": "pending", "canary": True, "to": "580.126.09",
+               "failures": 0}]
+    record = {"id": "5f0c2a91d3e4b6a7", "to": "580.126.09", "groups": groups, "taken_over": ["0badc0ffee000001"]}
+    run = Run(Rollout(tmp_path / "rollout.json", record), tmp_path / "rollout.log")
+    theirs = {"reason": "driver upgrade to 580.126.09", "by": "k3ops upgrade", "rollout": "0badc0ffee000001",
+              "state": "upgrading"}
+    hold_hand_drained(run, {"gpu-05": {"marker": theirs, "out": "marked", "current": False}})
+    assert groups[0]["state"] == "pending"
+
+
+def test_take_over_takes_a_rollout_id_only(tmp_path, repository, capsys):
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}})
+    status, _, err = upgrade(capsys, "driver", fleet, "--to", "580.126.09", "--take-over", "bob's rollout")
+    assert status == 1 and "--take-over: \"bob's rollout\" is not a rollout id (16 hex digits" in err, err
+
+
 def test_a_canary_already_on_the_version_passes_the_canary_on(tmp_path):
     """It would prove nothing: the next group in line is the canary, so the first group upgraded is still one."""
     from k3ops.upgrade.rollout import skip_current

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 from .output import add_json_flag, add_limit_flag, table
 
 STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
+ROLLOUT_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def register(verbs) -> None:
@@ -24,6 +26,9 @@ def register(verbs) -> None:
     add_limit_flag(driver, "every NVIDIA host; whole engine groups")
     driver.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
     add_write_data_flag(driver)
+    driver.add_argument("--take-over", action="append", default=[], metavar="ROLLOUT",
+                        help="treat hosts marked by this dead rollout (its id, from the marker or the doctor) as "
+                             "this rollout's own, instead of holding them (repeatable)")
     driver.set_defaults(handler=start)
     status = commands.add_parser("status", help="the recorded rollout: each group's state")
     status.add_argument("inventory", nargs="?")
@@ -48,13 +53,22 @@ def add_write_data_flag(command) -> None:
 def start(args) -> int:
     from ..upgrade.rollout import new_rollout, planned, run_rollout
 
+    adopted = taken_over(args.take_over)
     rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures, args.limit)
     print(plan_text(rollout, planned(rollout)))
     if args.dry_run:
         return 0
-    rollout.record["write_data"] = args.write_data
+    rollout.record.update(write_data=args.write_data, taken_over=adopted)
     rollout.save()
     return run_rollout(rollout)
+
+
+def taken_over(ids: list[str]) -> list[str]:
+    """The rollout ids given to --take-over, each as a marker names it."""
+    for found in ids:
+        if not ROLLOUT_ID.fullmatch(found):
+            raise ValueError(f"--take-over: {found!r} is not a rollout id (16 hex digits, as a marker's `rollout`)")
+    return ids
 
 
 def plan_text(rollout, batches: list[list[dict]]) -> str:

@@ -110,6 +110,12 @@ class Rollout:
         return self.record["id"]
 
     @property
+    def owns(self) -> set[str]:
+        """The rollouts whose markers this one treats as its own: itself, and the dead ones it took over by name
+        (`k3ops upgrade driver --take-over ID`)."""
+        return {self.id, *self.record.get("taken_over", [])}
+
+    @property
     def groups(self) -> list[dict]:
         return self.record["groups"]
 

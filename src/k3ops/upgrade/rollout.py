@@ -165,7 +165,7 @@ def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
     pending = [group for group in run.rollout.groups if group["state"] == "pending"]
     for group in pending:
         theirs = [f"{host}: {marker.get('reason', '?')} (by {owner(marker)})" for host in group["hosts"]
-                  if foreign(marker := seen[host]["marker"], run.rollout.id)]
+                  if foreign(marker := seen[host]["marker"], run.rollout.owns)]
         if theirs:
             run.move(group, HELD, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
             pass_canary(run, group)

@@ -142,7 +142,7 @@ def write_marker(run: Run, remote, group: dict, state: str, detail: str = "") ->
     """The host's maintenance marker, replaced by rename: the rollout's id, this controller, the group's state, and
     a deadline (marker_seconds) past which the doctor reports the host as left out of service."""
     theirs = remote.get_fact(MaintenanceMarker)
-    if foreign(theirs, run.rollout.id):
+    if foreign(theirs, run.rollout.owns):
         raise StepFailed(f"{remote.name}: taken out of service by {owner(theirs)} during the rollout "
                          f"({theirs.get('reason', '?')}): left to them, never overwritten")
     found = marker(f"driver upgrade to {group['to']}", state, group.get("marked") or now(),
@@ -510,7 +510,7 @@ def soak(run: Run, group: dict) -> str:
 
 def unmark(run: Run, remote) -> None:
     """The rollout's marker removed; one someone else placed meanwhile is theirs to remove."""
-    if not foreign(remote.get_fact(MaintenanceMarker), run.rollout.id):
+    if not foreign(remote.get_fact(MaintenanceMarker), run.rollout.owns):
         remote.check_output(f"rm -f {layout.MAINTENANCE_MARKER}")
 
 
