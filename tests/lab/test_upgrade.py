@@ -191,9 +191,9 @@ def killed_controller(fleet: dict, when, what: str) -> str:
 
 
 def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(fleet):
-    """The controller dies inside gpu-02's reboot (off for 30 s, as bare metal is for minutes), then again once
-    gpu-03's engine has started in its validation; each resume finishes what the dead one left, the last to the
-    end, and never takes a second host out."""
+    """The controller dies in gpu-01's drain (the failed canary, retried), inside gpu-02's reboot (off for 30 s,
+    as bare metal is for minutes), and once gpu-03's engine has started in its validation; each resume finishes
+    what the dead one left, the last to the end, and never takes a second host out."""
     k3ops("lab", "fault", "gpu-01", "--clear")
     k3ops("lab", "boot-delay", "gpu-02", "30")
     console = lab_module.console_log(state.load().host("gpu-02"))
@@ -201,6 +201,7 @@ def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(f
     poller = Poller(fleet["inventory"], fleet["balancer"])
     poller.start()
     try:
+        killed_controller(fleet, lambda: group_states(fleet)["gpu-01"] == "draining", "gpu-01's drain")
         killed_controller(fleet, lambda: console.read_text(errors="replace").count("rebooted;") > reboots,
                           "gpu-02's reboot")
         second = killed_controller(fleet, lambda: group_states(fleet)["gpu-03"] == "validating" and on_host(
@@ -221,6 +222,9 @@ def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(f
     for group in found["groups"][1:]:  # each state entered once, its step run again by the next controller
         entered = [state for _, state, _ in group["history"]]
         assert entered.count("upgrading") == entered.count("validating") == 1, group["history"]
+    retried = [state for _, state, _ in found["groups"][0]["history"]]
+    retried = retried[len(retried) - retried[::-1].index("failed"):]  # since the canary's last failure
+    assert retried.count("draining") == 1 and retried[-1] == "done", found["groups"][0]["history"]
     urls = chat_urls(fleet["inventory"])
     for host in HOSTS:
         assert driver(host) == NEW and answers(urls[host])
