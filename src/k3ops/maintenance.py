@@ -26,7 +26,10 @@ def iso(moment: datetime) -> str:
 
 def marker(reason: str, state: str, since: str, deadline_seconds: float | None, **owner: str) -> dict:
     """A marker as a rollout writes it: a `failed` one has no deadline (it waits for a person)."""
-    deadline = None if deadline_seconds is None else iso(datetime.now(timezone.utc) + timedelta(seconds=deadline_seconds))
+    if deadline_seconds is None:
+        deadline = None
+    else:
+        deadline = iso(datetime.now(timezone.utc) + timedelta(seconds=deadline_seconds))
     return {"reason": reason, "by": MARKER_BY, "state": state, "since": since, "deadline": deadline, **owner}
 
 

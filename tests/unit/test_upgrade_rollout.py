@@ -65,7 +65,8 @@ def clustered(cluster: str) -> dict:
 
 def recorded(fleet: str, status: str, groups: list[dict]) -> Rollout:
     """A whole record of a rollout of `fleet` to 580.126.09, as new_rollout and `start` write it, saved."""
-    record = {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "inventory_sha256": inventory_digest(fleet), "to": "580.126.09", "canary": 1,
+    record = {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "inventory_sha256": inventory_digest(fleet),
+              "to": "580.126.09", "canary": 1,
               "max_unavailable": "1", "budget": 1, "max_failures": 0, "limit": [], "skipped": [],
               "started": "2026-12-01T19:00:00+00:00", "status": status,
               "groups": [{"canary": False, "to": "580.126.09", "failures": 0, "detail": "", **group} for group in groups]}
@@ -174,7 +175,7 @@ def test_hand_drained_groups_are_held_and_groups_already_there_are_done(tmp_path
     seen = {"gpu-01": {"marker": {"reason": "RMA ticket 4711", "by": "ops: alice"}, "out": "marked", "current": False},
             "gpu-02": {"marker": None, "out": None, "current": False},
             "gpu-03": {"marker": None, "out": None, "current": True},
-            "gpu-04": {"marker": ours, "out": "marked", "current": True},  # this rollout's, as a dead controller left it
+            "gpu-04": {"marker": ours, "out": "marked", "current": True},  # ours, as a dead controller left it
             "gpu-05": {"marker": theirs, "out": "marked", "current": False}}  # left failed by another rollout
     hold_hand_drained(run, seen)
     skip_current(run, seen)

@@ -36,7 +36,8 @@ def register(verbs) -> None:
     status.set_defaults(handler=show_status)
     for name, handler, help_text in (("resume", resume, "go on with the unfinished rollout (after a dead controller "
                                                         "or a halt); failed groups are retried"),
-                                     ("abort", abort, "stop the rollout within seconds; hosts out of service stay out")):
+                                     ("abort", abort, "stop the rollout within seconds; hosts out of service "
+                                                      "stay out")):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("inventory", nargs="?", help="the rollout's inventory (default: the only unfinished one)")
         command.set_defaults(handler=handler)

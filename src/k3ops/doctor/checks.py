@@ -473,7 +473,7 @@ def checks_for(specs: HostSpecs) -> list:
 # The checks that read the GPUs through the driver: skipped while the driver check has a finding.
 NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi, engine}
 # The name each check goes by in findings and in the runbooks' `finding:` headers.
-CHECK_NAMES = {maintenance: "maintenance", nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid", gpu_count: "gpu-count",
-               gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",
+CHECK_NAMES = {maintenance: "maintenance", nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid",
+               gpu_count: "gpu-count", gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",
                rdma_ports: "rdma-ports", amd_driver: "amd-driver", xgmi: "xgmi", fabric_check: "fabric-check",
                engine: "engine", model_cache: "model-cache"}

@@ -28,8 +28,8 @@ IN_FLIGHT = frozenset(STATES[1:-1])
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
 # What the readers of a record use (new_rollout writes them all): a record without one is not read at all.
-RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures", "limit",
-               "skipped", "started", "status", "groups")
+RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures",
+               "limit", "skipped", "started", "status", "groups")
 GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")
 
 

@@ -70,8 +70,8 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
         raise ValueError(f"a rollout of {inventory} to {found.record['to']} is {found.status} ({path}): "
                          "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
     # The digest pins the inventory that `resume` executes to the one this rollout planned with.
-    record = {"id": secrets.token_hex(8), "inventory": str(Path(inventory).resolve()), "inventory_sha256": inventory_digest(inventory), "to": to,
-              "canary": canary,
+    record = {"id": secrets.token_hex(8), "inventory": str(Path(inventory).resolve()),
+              "inventory_sha256": inventory_digest(inventory), "to": to, "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
               "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
@@ -131,7 +131,7 @@ def observe(run: steps.Run) -> dict[str, dict]:
         seen["current"] = remote.name in ours and current(
             remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
         if seen["marker"] is not None:
-            seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {seen['marker'].get('by', '?')})"
+            seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {owner(seen['marker'])})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
             state = remote.get_fact(EngineState, **steps.state_urls(data))
             seen["out"] = None if state["ready"] else f"engine not ready: {state['detail']}"
