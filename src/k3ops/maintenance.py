@@ -24,13 +24,13 @@ def iso(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
-def marker(reason: str, state: str, since: str, deadline_seconds: float | None, **owner: str) -> dict:
+def marker(reason: str, state: str, since: str, deadline_seconds: float | None, **fields: str) -> dict:
     """A marker as a rollout writes it: a `failed` one has no deadline (it waits for a person)."""
     if deadline_seconds is None:
         deadline = None
     else:
         deadline = iso(datetime.now(timezone.utc) + timedelta(seconds=deadline_seconds))
-    return {"reason": reason, "by": MARKER_BY, "state": state, "since": since, "deadline": deadline, **owner}
+    return {"reason": reason, "by": MARKER_BY, "state": state, "since": since, "deadline": deadline, **fields}
 
 
 def moment(text) -> datetime | None:

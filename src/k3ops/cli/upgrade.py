@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 
 from .output import add_json_flag, add_limit_flag, table
 
 STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
-ROLLOUT_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def register(verbs) -> None:
@@ -66,6 +64,8 @@ def start(args) -> int:
 
 def taken_over(ids: list[str]) -> list[str]:
     """The rollout ids given to --take-over, each as a marker names it."""
+    from ..upgrade.record import ROLLOUT_ID
+
     for found in ids:
         if not ROLLOUT_ID.fullmatch(found):
             raise ValueError(f"--take-over: {found!r} is not a rollout id (16 hex digits, as a marker's `rollout`)")

@@ -23,7 +23,7 @@ def data_files(inventory: str) -> list[Path]:
     return [path, *(data for folder in folders if folder.is_dir() for data in sorted(folder.glob("*.py")))]
 
 
-def settings_of_version(inventory: str) -> list[tuple[Path, int, str]]:
+def lines_setting_version(inventory: str) -> list[tuple[Path, int, str]]:
     """Every line that names the setting: (file, line number, the line)."""
     return [(path, number, line) for path in data_files(inventory)
             for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if SETTING in line]
@@ -32,7 +32,7 @@ def settings_of_version(inventory: str) -> list[tuple[Path, int, str]]:
 def change(inventory: str, to: str, ran: set[str], write: bool) -> list[str]:
     """What to change (or, with `write`, what was changed) for the inventory's data to say `to`; `ran`: the
     versions the upgraded hosts ran before."""
-    found = settings_of_version(inventory)
+    found = lines_setting_version(inventory)
     if not found:
         groups = Path(inventory).resolve().parent / "group_data" / "all.py"
         return [f"no file sets {SETTING} (every host takes k3ops' default): add `{SETTING} = \"{to}\"` to {groups}"]

@@ -10,6 +10,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import re
 import os
 import secrets
 import stat
@@ -31,6 +32,7 @@ UNFINISHED = frozenset({RUNNING, HALTED})
 RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures",
                "limit", "skipped", "started", "status", "groups")
 GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")
+ROLLOUT_ID = re.compile(r"^[0-9a-f]{16}$")  # a rollout's id, as its markers name it (new_id)
 
 
 def state_dir() -> Path:
@@ -63,6 +65,11 @@ def private_dir(directory: Path) -> Path:
     if stat.S_IMODE(found.st_mode) != 0o700:
         os.chmod(directory, 0o700)
     return directory
+
+
+def new_id() -> str:
+    """A new rollout's id: ROLLOUT_ID's form."""
+    return secrets.token_hex(8)
 
 
 def now() -> str:

@@ -7,7 +7,6 @@ budget; past it, the rollout halts. `resume` retries failed groups from the step
 
 from __future__ import annotations
 
-import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,8 +24,8 @@ from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..settings.host import DRIVER_VERSION
 from . import data_change, plan, steps
-from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, RUNNING, UNFINISHED, Rollout, now,
-                     exclusive, inventory_digest, record_path)
+from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, RUNNING, UNFINISHED, Rollout, new_id,
+                     now, exclusive, inventory_digest, record_path)
 from .versions import published_versions
 
 DRIVER_PACKAGE = "nvidia-driver"
@@ -70,7 +69,7 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
         raise ValueError(f"a rollout of {inventory} to {found.record['to']} is {found.status} ({path}): "
                          "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
     # The digest pins the inventory that `resume` executes to the one this rollout planned with.
-    record = {"id": secrets.token_hex(8), "inventory": str(Path(inventory).resolve()),
+    record = {"id": new_id(), "inventory": str(Path(inventory).resolve()),
               "inventory_sha256": inventory_digest(inventory), "to": to, "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,

@@ -325,7 +325,7 @@ def units_present(units: tuple[str, ...]) -> str:
     return f"for unit in {' '.join(units)}; do systemctl cat \"$unit\" >/dev/null 2>&1 || continue; "
 
 
-def stop_engine(remote, data: dict | None = None) -> None:
+def stop_engine(remote) -> None:
     """The engine stopped, and kept from starting at boot."""
     remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
 
@@ -408,8 +408,11 @@ def rebooted(run: Run, group: dict) -> str:
 def validate(run: Run, group: dict) -> str:
     """The driver's host checks, DCGM's quick diagnostic, the fabric check on the group alone, the engine ready
     and answering, and the doctor clean; then back behind the load balancer."""
-    mark(run, group, "validating")
-    on_group(run, group, stop_engine)  # resumed after the engine started: the checks want it stopped, as first
+    def marked_and_stopped(remote, data):  # resumed after the engine started: the checks want it stopped
+        write_marker(run, remote, group, "validating")
+        stop_engine(remote)
+
+    on_group(run, group, marked_and_stopped)
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
     checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
                                                 f"nvidia_driver_version={json.dumps(group['to'])}",
