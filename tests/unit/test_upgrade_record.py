@@ -120,7 +120,10 @@ def test_resume_refuses_a_record_whose_inventory_is_gone(fleet):
      "is not a whole record (no inventory_sha256); move it aside to start anew"),
     (lambda path: path.write_text(json.dumps({**json.loads(path.read_text()), "groups": [{"name": "gpu-01"}]})),
      "is not a whole record (a group without canary, failures, hosts, state, to)"),
-], ids=["0644", "0620", "a link", "bad JSON", "not an object", "no digest", "a group cut short"])
+    (lambda path: path.write_text(json.dumps({**json.loads(path.read_text()), "groups": [
+        {**group, "state": "paused"} for group in json.loads(path.read_text())["groups"]]})),
+     "is not a whole record (a group in no state of a rollout: paused)"),
+], ids=["0644", "0620", "a link", "bad JSON", "not an object", "no digest", "a group cut short", "an unknown state"])
 @pytest.mark.parametrize("command", ["resume", "status", "abort"])
 def test_a_record_that_is_not_private_or_not_whole_is_refused_in_one_line(fleet, spoil, said, command):
     path = halted(fleet).path

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from k3ops.upgrade import steps
+from k3ops.upgrade.machine import STEPS, State
 from k3ops.upgrade.record import Rollout
 
 
@@ -58,7 +59,7 @@ def test_an_abort_ends_a_steps_wait_and_leaves_its_group_where_it_was(run, monke
 
     group = run.rollout.groups[0]
     group.update(state="soaking", failures=0)
-    monkeypatch.setitem(steps.STEPS, "soaking", (lambda run, group: run.pause(3600), "done"))  # a soak of an hour
+    monkeypatch.setitem(STEPS, State.SOAKING, lambda run, group: run.pause(3600))  # a soak of an hour
     abort = subprocess.Popen(["sh", "-c", f"sleep 0.3; touch {run.rollout.abort_flag}"])  # `k3ops upgrade abort`
     started = time.monotonic()
     advance(run, group)

@@ -114,7 +114,8 @@ def resume(args) -> int:
 
 
 def abort(args) -> int:
-    from ..upgrade.record import OUT_OF_SERVICE, RUNNING, Rollout, unfinished
+    from ..upgrade.machine import OUT_OF_SERVICE
+    from ..upgrade.record import RUNNING, Rollout, unfinished
     from ..upgrade.rollout import request_abort
 
     rollout = unfinished(args.inventory)

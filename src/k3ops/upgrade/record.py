@@ -19,19 +19,13 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-# A group's way through a rollout, in order; `failed` and `held` end it early.
-STATES = ("pending", "draining", "stopped", "upgrading", "rebooting", "validating", "soaking", "done")
-FAILED, HELD = "failed", "held"
-# Out of service: deregistered, stopped or not yet back. A soaking group serves again, but keeps its slot
-# until it is done, so that one failing its soak never takes the fleet past the budget.
-OUT_OF_SERVICE = frozenset({"draining", "stopped", "upgrading", "rebooting", "validating", FAILED})
-IN_FLIGHT = frozenset(STATES[1:-1])
+from .machine import GROUP_KEYS, Group, State
+
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
 # What the readers of a record use (new_rollout writes them all): a record without one is not read at all.
 RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures",
                "limit", "skipped", "started", "status", "groups")
-GROUP_KEYS = ("name", "hosts", "canary", "state", "to", "failures")
 ROLLOUT_ID = re.compile(r"^[0-9a-f]{16}$")  # a rollout's id, as its markers name it (new_id)
 
 
@@ -77,7 +71,7 @@ def now() -> str:
 
 
 class Rollout:
-    """A rollout as recorded: its arguments, its groups ({name, hosts, canary, state, to, ...}) and status."""
+    """A rollout as recorded: its arguments, its groups (machine.Group) and status."""
 
     def __init__(self, path: Path, record: dict):
         self.path, self.record = path, record
@@ -123,14 +117,14 @@ class Rollout:
         return {self.id, *self.record.get("taken_over", [])}
 
     @property
-    def groups(self) -> list[dict]:
+    def groups(self) -> list[Group]:
         return self.record["groups"]
 
     @property
     def status(self) -> str:
         return self.record["status"]
 
-    def group(self, name: str) -> dict:
+    def group(self, name: str) -> Group:
         return next(group for group in self.groups if group["name"] == name)
 
     def save(self) -> None:
@@ -160,7 +154,7 @@ class Rollout:
                              "a rollout resumes only with the inventory it planned; `k3ops upgrade abort` it and "
                              "start a new one")
 
-    def move(self, group: dict, state: str, detail: str = "") -> None:
+    def move(self, group: Group, state: State, detail: str = "") -> None:
         """A group enters a state: recorded with the time, and saved before anything else happens."""
         group.update(state=state, detail=detail, since=now(), since_epoch=time.time())
         group.setdefault("history", []).append([group["since"], state, detail])
@@ -195,7 +189,10 @@ def incomplete(record) -> str | None:
     if not isinstance(record["groups"], list) or not all(isinstance(group, dict) for group in record["groups"]):
         return "groups is not a list of objects"
     missing = sorted({key for group in record["groups"] for key in GROUP_KEYS if key not in group})
-    return "a group without " + ", ".join(missing) if missing else None
+    if missing:
+        return "a group without " + ", ".join(missing)
+    unknown = sorted({str(group["state"]) for group in record["groups"]} - set(State))
+    return "a group in no state of a rollout: " + ", ".join(unknown) if unknown else None
 
 
 def unfinished(inventory: str | None) -> Rollout:

@@ -24,8 +24,9 @@ from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..settings.host import DRIVER_VERSION
 from . import data_change, plan, steps
-from .record import (ABORTED, DONE, FAILED, HALTED, HELD, IN_FLIGHT, RUNNING, UNFINISHED, Rollout, new_id,
-                     now, exclusive, inventory_digest, record_path)
+from .machine import ALREADY_THERE, IN_FLIGHT, ROLLED_BACK_AT, STEPS, TRANSITIONS, Group, State, retried_at
+from .record import ABORTED, DONE, HALTED, RUNNING, UNFINISHED, Rollout, exclusive, inventory_digest, new_id, now, \
+    record_path
 from .versions import published_versions
 
 DRIVER_PACKAGE = "nvidia-driver"
@@ -74,7 +75,7 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
               "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
-                          "state": "pending", "to": to, "detail": "", "failures": 0}
+                          "state": State.PENDING, "to": to, "detail": "", "failures": 0}
                          for index, group in enumerate(groups)]}
     return Rollout(path, record)
 
@@ -100,7 +101,7 @@ def unpublished(hosts: list, to: str) -> list[str]:
     return problems
 
 
-def planned(rollout: Rollout) -> list[list[dict]]:
+def planned(rollout: Rollout) -> list[list[Group]]:
     """The batches when no host is out of service, as the record's groups."""
     groups = [plan.Group(group["name"], tuple(group["hosts"])) for group in rollout.groups]
     return [[rollout.group(group.name) for group in batch]
@@ -161,29 +162,30 @@ def current(remote, spec, wanted: str) -> bool:
 
 def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
     """Pending groups with a host someone else took out of service are held: left exactly as they are."""
-    pending = [group for group in run.rollout.groups if group["state"] == "pending"]
+    pending = [group for group in run.rollout.groups if group["state"] == State.PENDING]
     for group in pending:
         theirs = [f"{host}: {marker.get('reason', '?')} (by {owner(marker)})" for host in group["hosts"]
                   if foreign(marker := seen[host]["marker"], run.rollout.owns)]
         if theirs:
-            run.move(group, HELD, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
+            run.move(group, TRANSITIONS[State.PENDING].hold, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
             pass_canary(run, group)
     run.save()
 
 
-def pass_canary(run: steps.Run, group: dict) -> None:
+def pass_canary(run: steps.Run, group: Group) -> None:
     """A canary that will not be upgraded (held, or already there) proves nothing: the next pending group in line
     is the canary instead."""
     if not group["canary"]:
         return
     group["canary"] = False
-    successor = next((other for other in run.rollout.groups if other["state"] == "pending" and not other["canary"]),
+    successor = next((other for other in run.rollout.groups if other["state"] == State.PENDING
+                      and not other["canary"]),
                      None)
     if successor is not None:
         successor["canary"] = True
 
 
-def out_of_service(groups: list[dict], seen: dict[str, dict]) -> dict[str, str]:
+def out_of_service(groups: list[Group], seen: dict[str, dict]) -> dict[str, str]:
     """The hosts that do not serve, and why: each one seen out, and every host of an engine group one of whose
     hosts is (a multi-node engine serves whole or not at all)."""
     down = {host: found["out"] for host, found in seen.items() if found["out"]}
@@ -198,21 +200,21 @@ def skip_current(run: steps.Run, seen: dict[str, dict]) -> None:
     """Pending groups that already run the driver and serve are done as they are: a rollout run again drains
     nothing."""
     for group in run.rollout.groups:
-        if group["state"] == "pending" and all(seen[host]["current"] and seen[host]["out"] is None
-                                               for host in group["hosts"]):
-            run.move(group, "done", f"already runs {group['to']}, installed and held, and serves: nothing to do")
+        if group["state"] == State.PENDING and all(seen[host]["current"] and seen[host]["out"] is None
+                                                   for host in group["hosts"]):
+            run.move(group, ALREADY_THERE, f"already runs {group['to']}, installed and held, and serves: nothing to do")
             pass_canary(run, group)
     run.save()
 
 
-def advance(run: steps.Run, group: dict) -> None:
-    """Take one group through its states from where it is, until done or failed."""
-    while group["state"] in steps.STEPS:
+def advance(run: steps.Run, group: Group) -> None:
+    """Take one group along its states' edges from where it is, until done or failed."""
+    while group["state"] in STEPS:
         if run.rollout.abort_flag.exists():
             return
-        step, following = steps.STEPS[group["state"]]
+        state = State(group["state"])
         try:
-            detail = step(run, group)
+            detail = STEPS[state](run, group)
         except steps.Aborted:
             return
         except Exception as error:  # noqa: BLE001  (anything a step meets fails the group, never the rollout)
@@ -221,16 +223,17 @@ def advance(run: steps.Run, group: dict) -> None:
             if not roll_back(run, group):
                 return
             continue
-        run.move(group, following, detail)
+        run.move(group, TRANSITIONS[state].success, detail)
 
 
-def fail(run: steps.Run, group: dict, detail: str) -> None:
+def fail(run: steps.Run, group: Group, detail: str) -> None:
     group["failed_at"], group["failures"] = group["state"], group["failures"] + 1
-    problems = steps.take_out(run, group, detail) if group["state"] != "pending" else []
-    run.move(group, FAILED, detail + "".join(f"; and: {problem}" for problem in problems))
+    problems = steps.take_out(run, group, detail) if group["state"] != State.PENDING else []
+    run.move(group, TRANSITIONS[State(group["state"])].failure,
+             detail + "".join(f"; and: {problem}" for problem in problems))
 
 
-def rollback_version(group: dict, wanted: bool) -> str | None:
+def rollback_version(group: Group, wanted: bool) -> str | None:
     """The driver a failed group goes back to: a canary's, when data wants it (upgrade_rollback_failed_canary),
     once, and only when its hosts all ran one other version before."""
     old = set((group.get("from") or {}).values())
@@ -239,7 +242,7 @@ def rollback_version(group: dict, wanted: bool) -> str | None:
     return old.pop()
 
 
-def roll_back(run: steps.Run, group: dict) -> bool:
+def roll_back(run: steps.Run, group: Group) -> bool:
     """Move a failed canary back to the driver it ran, through the same steps; the rollout halts either way."""
     hosts = selected(run.inventory, group["hosts"])
     version = rollback_version(group, all(host_settings(host).upgrade.upgrade_rollback_failed_canary
@@ -248,31 +251,29 @@ def roll_back(run: steps.Run, group: dict) -> bool:
         return False
     group["rolled_back_from"], group["to"] = group["to"], version
     group.pop("before", None)
-    run.move(group, "stopped", f"rolling back to {version} (upgrade_rollback_failed_canary)")
+    run.move(group, ROLLED_BACK_AT, f"rolling back to {version} (upgrade_rollback_failed_canary)")
     return True
 
 
-def retry(rollout: Rollout, group: dict) -> None:
-    """`resume` takes a failed group up at the step it failed at (a rolled-back canary, serving again on its old
-    driver, from its drain, to the rollout's version; one that failed its soak from its validation, which starts
-    the engine its failure stopped), and looks at a held one again."""
-    if group["state"] == HELD:
-        rollout.move(group, "pending", "held by hand before: looked at again by `k3ops upgrade resume`")
+def retry(rollout: Rollout, group: Group) -> None:
+    """`resume` takes a failed group up where machine.retried_at says (a rolled-back canary, serving again on its
+    old driver, from its drain, to the rollout's version; one that failed its soak from its validation, which
+    starts the engine its failure stopped), and looks at a held one again."""
+    state = retried_at(group)
+    if group["state"] == State.HELD:
+        rollout.move(group, state, "held by hand before: looked at again by `k3ops upgrade resume`")
         return
-    failed_at = group.get("failed_at", "pending")
-    state = "validating" if failed_at == "soaking" else failed_at
     if "rolled_back_from" in group:
         group["to"] = group.pop("rolled_back_from")
         group.pop("before", None)
-        state = "draining"
     group["failures"] = 0
     rollout.move(group, state, "retried by `k3ops upgrade resume`")
 
 
-def stage_batch(run: steps.Run, batch: list[dict]) -> list[dict]:
+def stage_batch(run: steps.Run, batch: list[Group]) -> list[Group]:
     """Stage the new driver on every group of the batch before any is drained; a group that cannot stage fails
     while it still serves. Returns the groups ready to drain."""
-    def staged(group: dict) -> dict | None:
+    def staged(group: Group) -> Group | None:
         try:
             steps.stage(run, group)
             return group
@@ -293,8 +294,8 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
     with exclusive(rollout.path):
         rollout.abort_flag.unlink(missing_ok=True)
         if retry_failed:
-            for group in rollout.groups:
-                if group["state"] in (FAILED, HELD) or group.get("failures"):  # a rolled-back canary is done, failed
+            for group in rollout.groups:  # a rolled-back canary is done, but failed
+                if group["state"] in (State.FAILED, State.HELD) or group.get("failures"):
                     retry(rollout, group)
         rollout.record["status"] = RUNNING
         rollout.save()
@@ -315,8 +316,8 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
                 seen = observe(run)
                 hold_hand_drained(run, seen)
                 skip_current(run, seen)
-                pending = [group for group in rollout.groups if group["state"] == "pending"]
-                held = [group["name"] for group in rollout.groups if group["state"] == HELD]
+                pending = [group for group in rollout.groups if group["state"] == State.PENDING]
+                held = [group["name"] for group in rollout.groups if group["state"] == State.HELD]
                 if not pending and held:
                     return finish(run, HALTED, f"{', '.join(held)} held by hand, not upgraded: `k3ops upgrade "
                                                "resume` once a person has returned them")
@@ -333,7 +334,7 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
                                                "they are back")
                 batch = stage_batch(run, [rollout.group(group.name) for group in chosen])
                 for group in batch:
-                    run.move(group, "draining")
+                    run.move(group, TRANSITIONS[State.PENDING].success)
             with ThreadPoolExecutor(max_workers=max(len(batch), 1)) as pool:
                 list(pool.map(lambda group: advance(run, group), batch))
 

@@ -32,13 +32,14 @@ from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
 from ..inventory import SshTarget, selected
-from ..maintenance import FAILED, foreign, marker, owner
+from ..maintenance import foreign, marker, owner
 from ..nccl.check import run_check
 from ..onhost import layout
 from ..owned_files import replace_with
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
 from ..vendor_units import DCGM, FABRIC_MANAGER, PERSISTENCED
+from .machine import Group, State, serves
 from .record import Rollout, now
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
@@ -75,7 +76,7 @@ class Run:
     lock: Lock = field(default_factory=Lock)
     loaded: dict = field(default_factory=dict)  # (hosts, version): the inventory's hosts, read once
 
-    def hosts(self, group: dict) -> list:
+    def hosts(self, group: Group) -> list:
         """The group's pyinfra hosts, with the group's version over their data (validated, as any command's);
         the inventory file is executed once per group and version, not at every poll."""
         key = (tuple(group["hosts"]), group["to"])
@@ -92,7 +93,7 @@ class Run:
         with self.lock:
             print(line, flush=True)
 
-    def move(self, group: dict, state: str, detail: str = "") -> None:
+    def move(self, group: Group, state: str, detail: str = "") -> None:
         with self.lock:
             self.rollout.move(group, state, detail)
         self.say(f"{group['name']}: {state}{': ' + detail if detail else ''}")
@@ -111,12 +112,12 @@ class Run:
             time.sleep(min(1.0, max(ends - time.monotonic(), 0)))
 
 
-def version_data(group: dict) -> dict:
+def version_data(group: Group) -> dict:
     """The data laid over the inventory's for this group: the driver it moves to."""
     return {"nvidia_driver_version": group["to"]}
 
 
-def on_group(run: Run, group: dict, action) -> dict:
+def on_group(run: Run, group: Group, action) -> dict:
     """`action(remote, data)` on every host of the group at once; any host that fails it fails the step."""
     chosen = run.hosts(group)
     hosts = {host.name: host.data.dict() for host in chosen}
@@ -127,7 +128,7 @@ def on_group(run: Run, group: dict, action) -> dict:
     return {result.host: result.value for result in results}
 
 
-def heads(run: Run, group: dict) -> list[str]:
+def heads(run: Run, group: Group) -> list[str]:
     """The hosts of the group that serve HTTP (rank 0)."""
     hosts = run.hosts(group)
     fleet = [(member.name, member.data.dict()) for member in hosts[0].inventory]
@@ -138,7 +139,7 @@ def engine_of(data: dict):
     return settings_of(data).engine.engine
 
 
-def write_marker(run: Run, remote, group: dict, state: str, detail: str = "") -> None:
+def write_marker(run: Run, remote, group: Group, state: State, detail: str = "") -> None:
     """The host's maintenance marker, replaced by rename: the rollout's id, this controller, the group's state, and
     a deadline (marker_seconds) past which the doctor reports the host as left out of service."""
     theirs = remote.get_fact(MaintenanceMarker)
@@ -151,29 +152,30 @@ def write_marker(run: Run, remote, group: dict, state: str, detail: str = "") ->
     remote.check_output(replace_with(layout.MAINTENANCE_MARKER, f"{json.dumps(found)}\n", "644"))
 
 
-def marker_seconds(run: Run, group: dict, state: str) -> float | None:
+def marker_seconds(run: Run, group: Group, state: State) -> float | None:
     """How long a marker written on entering `state` holds: the longest that state's step may take, and
     MARKER_GRACE_SECONDS (an upgrade's marker lasts through its deploy's reboot). A failed one has no deadline:
     it waits for a person."""
-    if state == FAILED:
+    if state == State.FAILED:
         return None
     settings = [host_settings(host) for host in run.hosts(group)]
     ready = max((setting.engine.engine.ready_timeout_seconds for setting in settings if setting.engine.engine),
                 default=0)
-    limits = {"draining": max(setting.upgrade.upgrade_lb_settle_seconds + setting.upgrade.upgrade_drain_timeout_seconds
-                              for setting in settings),
-              "upgrading": DEPLOY_TIMEOUT_SECONDS + max(setting.gpu.reboot_timeout_seconds for setting in settings),
-              "validating": VALIDATION_SECONDS + ready,
-              "soaking": VALIDATION_SECONDS + max(setting.upgrade.upgrade_soak_seconds for setting in settings)}
+    upgrade = [setting.upgrade for setting in settings]
+    limits = {State.DRAINING: max(each.upgrade_lb_settle_seconds + each.upgrade_drain_timeout_seconds
+                                  for each in upgrade),
+              State.UPGRADING: DEPLOY_TIMEOUT_SECONDS + max(setting.gpu.reboot_timeout_seconds for setting in settings),
+              State.VALIDATING: VALIDATION_SECONDS + ready,
+              State.SOAKING: VALIDATION_SECONDS + max(each.upgrade_soak_seconds for each in upgrade)}
     return limits.get(state, 0) + MARKER_GRACE_SECONDS
 
 
-def mark(run: Run, group: dict, state: str) -> None:
+def mark(run: Run, group: Group, state: State) -> None:
     group.setdefault("marked", now())
     on_group(run, group, lambda remote, data: write_marker(run, remote, group, state))
 
 
-def balancer(run: Run, group: dict, which: str) -> None:
+def balancer(run: Run, group: Group, which: str) -> None:
     """Run the site's load balancer command for each host of the group that serves (a multi-node engine's head;
     its workers serve nothing), on the controller (no shell)."""
     serving = set(heads(run, group))
@@ -191,7 +193,7 @@ def balancer(run: Run, group: dict, which: str) -> None:
                              f"{done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
 
 
-def pyinfra(run: Run, group: dict, function: str) -> None:
+def pyinfra(run: Run, group: Group, function: str) -> None:
     """A packaged deploy on the group's hosts at the group's version, as `pyinfra -y INVENTORY FUNCTION` would
     run it; its output goes to the rollout's log. It runs in a session of its own, its process recorded with
     the group: a controller that dies leaves it running, and the next one waits for it (`awaited`) instead of
@@ -233,7 +235,7 @@ def process_start(pid: int) -> str | None:
         return None
 
 
-def awaited(run: Run, group: dict) -> None:
+def awaited(run: Run, group: Group) -> None:
     """Wait for the deploy a controller before this one started on the group, if it still runs."""
     deploy = group.get("deploy")
     if not deploy:
@@ -250,20 +252,21 @@ def awaited(run: Run, group: dict) -> None:
     run.save()
 
 
-def stage(run: Run, group: dict) -> None:
+def stage(run: Run, group: Group) -> None:
     """Download the new driver's packages on the group's hosts while they still serve."""
     pyinfra(run, group, STAGE_DEPLOY)
 
 
-def drain(run: Run, group: dict) -> str:
+@serves(State.DRAINING)
+def drain(run: Run, group: Group) -> str:
     """Mark the hosts, stop the balancer sending them requests, and wait until their engines have nothing in flight
     (`Drain`)."""
-    mark(run, group, "draining")
+    mark(run, group, State.DRAINING)
     balancer(run, group, "deregister")
     return drained(run, group)
 
 
-def drained(run: Run, group: dict) -> str:
+def drained(run: Run, group: Group) -> str:
     """Once the balancer has settled (upgrade_lb_settle_seconds), wait until every serving host of the group has
     nothing in flight, up to upgrade_drain_timeout_seconds."""
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
@@ -330,11 +333,12 @@ def stop_engine(remote) -> None:
     remote.check_output(units_present((layout.ENGINE_UNIT,)) + "systemctl disable --now \"$unit\"; done")
 
 
-def stop(run: Run, group: dict) -> str:
+@serves(State.STOPPED)
+def stop(run: Run, group: Group) -> str:
     """Stop the engine (kept from starting at boot until the group validates) and what holds the GPUs; the
     driver each host runs is recorded, for a rollback."""
     def stop_host(remote, data):
-        write_marker(run, remote, group, "stopped")
+        write_marker(run, remote, group, State.STOPPED)
         stop_engine(remote)
         remote.check_output(units_present(GPU_SERVICES) + "systemctl stop \"$unit\"; done")
         return (remote.get_fact(NvidiaKernelModule) or {}).get("version")
@@ -346,7 +350,8 @@ def stop(run: Run, group: dict) -> str:
         f"{host} {version}" for host, version in group["from"].items())
 
 
-def upgrade(run: Run, group: dict) -> str:
+@serves(State.UPGRADING)
+def upgrade(run: Run, group: Group) -> str:
     """The GPU host deploy at the new version: pin, packages, hold and fabric manager together, and its reboot."""
     if "before" not in group:  # each host's boot and module before the deploy: the proof of its reboot
         group["before"] = on_group(run, group, boot_and_module)
@@ -356,7 +361,7 @@ def upgrade(run: Run, group: dict) -> str:
         answering(run, group)
 
     def prepare(remote, data):
-        write_marker(run, remote, group, "upgrading")
+        write_marker(run, remote, group, State.UPGRADING)
         remote.check_output("dpkg --configure -a")  # an install cut short (a controller killed mid-deploy)
 
     on_group(run, group, prepare)
@@ -364,7 +369,7 @@ def upgrade(run: Run, group: dict) -> str:
     return f"the GPU host deploy ran at {group['to']}"
 
 
-def answering(run: Run, group: dict) -> None:
+def answering(run: Run, group: Group) -> None:
     """Wait (up to each host's reboot_timeout_seconds) until every host of the group answers: one still in a
     reboot (bare metal takes minutes) is waited for, not failed."""
     deadline = time.monotonic() + max(host_settings(host).gpu.reboot_timeout_seconds for host in run.hosts(group))
@@ -382,7 +387,8 @@ def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
     return remote.get_fact(BootId), (remote.get_fact(NvidiaKernelModule) or {}).get("version")
 
 
-def rebooted(run: Run, group: dict) -> str:
+@serves(State.REBOOTING)
+def rebooted(run: Run, group: Group) -> str:
     """Wait (up to each host's reboot_timeout_seconds) for each host to answer on a new boot with the new module;
     a host that had the version already needs no new boot."""
     hosts = {host.name: host.data.dict() for host in run.hosts(group)}
@@ -405,11 +411,12 @@ def rebooted(run: Run, group: dict) -> str:
         run.pause(POLL_SECONDS)
 
 
-def validate(run: Run, group: dict) -> str:
+@serves(State.VALIDATING)
+def validate(run: Run, group: Group) -> str:
     """The driver's host checks, DCGM's quick diagnostic, the fabric check on the group alone, the engine ready
     and answering, and the doctor clean; then back behind the load balancer."""
     def marked_and_stopped(remote, data):  # resumed after the engine started: the checks want it stopped
-        write_marker(run, remote, group, "validating")
+        write_marker(run, remote, group, State.VALIDATING)
         stop_engine(remote)
 
     on_group(run, group, marked_and_stopped)
@@ -471,7 +478,7 @@ def generates(remote, data: dict) -> None:
         raise StepFailed(f"{remote.name}: no token within {probe} s: {(state.get('generation') or state)}")
 
 
-def doctor_problems(run: Run, group: dict) -> list[str]:
+def doctor_problems(run: Run, group: Group) -> list[str]:
     """The doctor's findings and unchecked checks on the group's hosts, judged at the group's version."""
     problems = []
     for diagnosis in run_doctor(run.inventory, list(group["hosts"]), version_data(group)):
@@ -483,9 +490,10 @@ def doctor_problems(run: Run, group: dict) -> list[str]:
     return problems
 
 
-def soak(run: Run, group: dict) -> str:
+@serves(State.SOAKING)
+def soak(run: Run, group: Group) -> str:
     """Keep serving for upgrade_soak_seconds, checked every few seconds (`Soak`); then the doctor once more."""
-    mark(run, group, "soaking")
+    mark(run, group, State.SOAKING)
     settings = [host_settings(host).upgrade for host in run.hosts(group)]
     end = group["since_epoch"] + max(setting.upgrade_soak_seconds for setting in settings)
     watch = Soak(max_misses=min(setting.upgrade_soak_max_misses for setting in settings))
@@ -537,14 +545,14 @@ class Soak:
         return "; ".join(failed) or None
 
 
-def take_out(run: Run, group: dict, detail: str) -> list[str]:
+def take_out(run: Run, group: Group, detail: str) -> list[str]:
     """A failed group leaves service and stays out (deregistered, drained when it was serving, engine stopped and
     kept from starting, marked failed) until a person looks: never re-admitted by itself. Returns what could not
     be done."""
     problems = []
     try:
         balancer(run, group, "deregister")
-        if group["state"] == "soaking":  # it served requests: those in flight finish before the engine stops
+        if group["state"] == State.SOAKING:  # it served requests: those in flight finish before the engine stops
             drained(run, group)
     except StepFailed as error:
         problems.append(str(error))
@@ -552,7 +560,7 @@ def take_out(run: Run, group: dict, detail: str) -> list[str]:
         problems.append("its drain cut short by `k3ops upgrade abort`")
 
     def park(remote, data):
-        write_marker(run, remote, group, FAILED, detail)
+        write_marker(run, remote, group, State.FAILED, detail)
         stop_engine(remote)
 
     try:
@@ -561,7 +569,3 @@ def take_out(run: Run, group: dict, detail: str) -> list[str]:
         problems.append(str(error))
     return problems
 
-
-# The step each state runs, and the state it leads to.
-STEPS = {"draining": (drain, "stopped"), "stopped": (stop, "upgrading"), "upgrading": (upgrade, "rebooting"),
-         "rebooting": (rebooted, "validating"), "validating": (validate, "soaking"), "soaking": (soak, "done")}

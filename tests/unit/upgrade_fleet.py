@@ -1,0 +1,331 @@
+"""A simulated GPU fleet for the rollout's chaos tests (tests/unit/test_upgrade_chaos.py).
+
+The real rollout (k3ops.upgrade: the CLI verbs, the record, the state machine, every step) runs against it; what it
+would ask of hosts and of the tools it starts is answered here: SSH sessions (k3ops.remote.on_targets), pyinfra's
+deploy (a process of its own, which outlives a controller killed alone), the host checks, the fabric check and the
+doctor. Hosts take bare metal's time on a virtual clock: a deploy installs for minutes, then reboots for ten, and a
+rebooting host does not answer. Every move the controller makes (a command, a fact, a second of a wait) is counted,
+so that a test can kill it at any of them: `Killed` ends the controller's process there, and with `whole_group`
+the deploy it started dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from k3ops.deploys.nvidia import release_package_version
+from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
+from k3ops.facts.boot import BootId
+from k3ops.facts.engine import EngineMetrics, EngineState
+from k3ops.facts.gpu_health import DcgmDiag
+from k3ops.facts.maintenance import MaintenanceMarker
+from k3ops.facts.nvidia import NvidiaKernelModule, NvSwitches
+from k3ops.facts.units import UnitStates
+from k3ops.onhost import layout
+from k3ops.remote import CommandFailed, HostResult
+from k3ops.upgrade import record, rollout, steps
+
+INSTALL_SECONDS = 240  # a GPU host deploy up to its reboot
+REBOOT_SECONDS = 600  # bare metal: firmware and memory training
+STAGE_SECONDS = 60
+ENGINE_START_SECONDS = 120
+CHECK_SECONDS = 30  # the host checks, the fabric check, the doctor
+DEPLOY_LOOK_SECONDS = 30  # how often a controller waiting on its deploy is counted as a move
+EPOCH = 1_796_000_000.0  # the virtual clock's time() at 0
+
+
+class Killed(BaseException):
+    """The controller's process died here (BaseException: no step catches it, as none catches SIGKILL)."""
+
+
+@dataclass
+class Host:
+    name: str
+    installed: str  # the driver release installed (and held)
+    loaded: str  # the module's release
+    boot: int = 1
+    up_at: float = 0.0  # answers again from then (a reboot in progress)
+    engine_enabled: bool = True
+    engine_since: float | None = -ENGINE_START_SECONDS  # when the engine started (None: stopped): serving
+    marker: dict | None = None
+
+
+@dataclass
+class Deploy:
+    """A pyinfra deploy the controller started: `function` on `hosts` at `version`, from `begun` to `ends`."""
+
+    pid: int
+    function: str
+    version: str
+    hosts: list[str]
+    begun: float
+    ends: float
+    installed: bool = False
+    killed: bool = False
+
+    @property
+    def started(self) -> str:
+        return str(self.pid * 7)  # what process_start reads for it while it runs
+
+
+@dataclass
+class Fleet:
+    hosts: dict[str, Host]
+    clusters: dict[str, list[str]]  # each engine group's hosts: it serves whole or not at all
+    record_path: object = None  # the rollout's record, read to know the state each move was made in
+    clock: float = 0.0
+    moves: int = 0
+    kill_at: int | None = None
+    whole_group: bool = True
+    dead: bool = False
+    states: list[str] = field(default_factory=list)  # the in-flight state at each move ("pending": none)
+    rebooting: list[bool] = field(default_factory=list)  # whether a host was in a reboot at each move
+    worst: int = 0  # the most hosts out of service at once
+    deploys: dict[int, Deploy] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, clusters: dict[str, list[str]], version: str) -> Fleet:
+        return cls({name: Host(name, version, version) for names in clusters.values() for name in names}, clusters)
+
+    # The controller's moves, and its death.
+
+    def move(self) -> None:
+        if self.dead:
+            raise Killed()
+        self.moves += 1
+        self.states.append(self.in_flight())
+        self.rebooting.append(any(not self.up(host) for host in self.hosts.values()))
+        self.watch()
+        if self.moves == self.kill_at:
+            self.dead = True
+            for deploy in self.deploys.values():
+                deploy.killed = deploy.killed or (self.whole_group and self.clock < deploy.ends)
+            raise Killed()
+
+    def revive(self) -> None:
+        """A new controller (`k3ops upgrade resume`), at once: a host rebooting is still rebooting."""
+        self.dead, self.kill_at = False, None
+
+    def in_flight(self) -> str:
+        try:
+            groups = json.loads(self.record_path.read_text())["groups"]
+        except (AttributeError, OSError, ValueError):
+            return "pending"
+        return next((group["state"] for group in groups if group["state"] not in ("pending", "done", "held")),
+                    "pending")
+
+    # The virtual clock, as the steps and the record read it.
+
+    def monotonic(self) -> float:
+        return self.clock
+
+    def time(self) -> float:
+        return EPOCH + self.clock
+
+    def sleep(self, seconds: float) -> None:
+        self.move()
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.clock += seconds
+        for deploy in self.deploys.values():
+            if not deploy.killed and not deploy.installed and self.clock >= deploy.begun + INSTALL_SECONDS \
+                    and deploy.function == steps.GPU_HOST_DEPLOY:
+                deploy.installed = True
+                for host in map(self.hosts.get, deploy.hosts):
+                    host.installed = deploy.version
+                    if host.loaded != deploy.version:  # the deploy reboots it onto the new module
+                        host.up_at = deploy.begun + INSTALL_SECONDS + REBOOT_SECONDS
+        for host in self.hosts.values():
+            if host.up_at and self.clock >= host.up_at:  # a new boot: the installed module, the engine if enabled
+                host.engine_since = host.up_at if host.engine_enabled else None
+                host.up_at, host.boot, host.loaded = 0.0, host.boot + 1, host.installed
+        self.watch()
+
+    # What the fleet serves.
+
+    def up(self, host: Host) -> bool:
+        return not host.up_at
+
+    def ready(self, host: Host) -> bool:
+        return self.up(host) and host.engine_since is not None and host.loaded == host.installed \
+            and self.clock >= host.engine_since + ENGINE_START_SECONDS
+
+    def out_of_service(self) -> list[str]:
+        return [name for names in self.clusters.values()
+                if not all(self.ready(self.hosts[name]) for name in names) for name in names]
+
+    def watch(self) -> None:
+        self.worst = max(self.worst, len(self.out_of_service()))
+
+    # SSH sessions: k3ops.remote.on_targets.
+
+    def on_targets(self, chosen: list, action) -> list[HostResult]:
+        results = []
+        for target in chosen:
+            self.move()
+            host = self.hosts[target.name]
+            if not self.up(host):
+                results.append(HostResult(target.name, target.data, error="cannot connect: timed out"))
+                continue
+            try:
+                results.append(HostResult(target.name, target.data, value=action(Remote(self, host, target.data))))
+            except CommandFailed as error:
+                results.append(HostResult(target.name, target.data, error=str(error)))
+        return results
+
+    # The processes the controller starts: pyinfra's deploys, the host checks.
+
+    def popen(self, command: list[str], **_) -> Process:
+        self.move()
+        function = command[command.index("-y") + 2]
+        version = json.loads(command[command.index("--data") + 1].split("=", 1)[1])
+        hosts = [command[index + 1] for index, word in enumerate(command) if word == "--limit"]
+        running = [name for deploy in self.deploys.values() if self.process_start(deploy.pid) for name in deploy.hosts
+                   if name in hosts]
+        assert not running, f"a second deploy started on {running} beside one still running"
+        if function == steps.STAGE_DEPLOY:
+            ends = self.clock + STAGE_SECONDS
+        else:
+            reboots = any(self.hosts[name].loaded != version for name in hosts)
+            ends = self.clock + INSTALL_SECONDS + (REBOOT_SECONDS + DEPLOY_LOOK_SECONDS if reboots else 0)
+        deploy = Deploy(1000 + len(self.deploys), function, version, hosts, self.clock, ends)
+        self.deploys[deploy.pid] = deploy
+        return Process(self, deploy)
+
+    def process_start(self, pid: int) -> str | None:
+        deploy = self.deploys.get(pid)
+        return deploy.started if deploy and not deploy.killed and self.clock < deploy.ends else None
+
+    def run(self, command: list[str], **_) -> SimpleNamespace:
+        """The host checks of the driver (`k3ops check` as validation runs it)."""
+        self.move()
+        self.advance(CHECK_SECONDS)
+        version = json.loads(command[command.index("--data") + 1].split("=", 1)[1])
+        hosts = [command[index + 1] for index, word in enumerate(command) if word == "--limit"]
+        failed = [f"FAILED {name}: driver {self.hosts[name].loaded}, installed {self.hosts[name].installed}"
+                  for name in hosts if not self.up(self.hosts[name])
+                  or {self.hosts[name].loaded, self.hosts[name].installed} != {version}]
+        return SimpleNamespace(returncode=1 if failed else 0, stdout="\n".join(failed), stderr="")
+
+    def fabric_check(self, inventory: str, limit: list[str], data: dict) -> SimpleNamespace:
+        """The fabric check's verdict: its idle pre-check refuses a host whose engine runs."""
+        self.move()
+        self.advance(CHECK_SECONDS)
+        failures = {name: [f"{name}: the engine is running (the check wants the GPUs idle)"]
+                    for name in limit if self.hosts[name].engine_since is not None}
+        failures.update({name: [f"{name}: does not answer"] for name in limit if not self.up(self.hosts[name])})
+        return SimpleNamespace(passed=not failures, host_failures=lambda name: failures.get(name, []))
+
+    def doctor(self, inventory: str, limit: list[str], data: dict) -> list[SimpleNamespace]:
+        self.move()
+        self.advance(CHECK_SECONDS)
+        found = []
+        for name in limit:
+            host = self.hosts[name]
+            problems = [] if self.ready(host) else [SimpleNamespace(runbook="engine-not-running",
+                                                                    summary="the engine does not answer")]
+            found.append(SimpleNamespace(host=name, error=None if self.up(host) else "cannot connect",
+                                         findings=problems, unchecked=[]))
+        return found
+
+    def install(self, monkeypatch) -> None:
+        """Put this fleet where the rollout reaches hosts, starts tools, reads the time and saves its record (a
+        dead controller's `finally` saves nothing: SIGKILL runs none)."""
+        tools = SimpleNamespace(Popen=self.popen, run=self.run, STDOUT=subprocess.STDOUT,
+                                TimeoutExpired=subprocess.TimeoutExpired)
+        save = record.Rollout.save
+
+        def saved(rollout) -> None:
+            if self.dead:
+                raise Killed()
+            save(rollout)
+
+        monkeypatch.setattr(record.Rollout, "save", saved)
+        for module, name, value in ((steps, "subprocess", tools), (steps, "time", self), (record, "time", self),
+                                    (steps, "on_targets", self.on_targets), (rollout, "on_targets", self.on_targets),
+                                    (steps, "process_start", self.process_start), (steps, "run_check", self.fabric_check),
+                                    (steps, "run_doctor", self.doctor)):
+            monkeypatch.setattr(module, name, value)
+
+
+@dataclass
+class Process:
+    """A deploy as the controller holds it (subprocess.Popen's part that steps.pyinfra uses)."""
+
+    fleet: Fleet
+    deploy: Deploy
+
+    @property
+    def pid(self) -> int:
+        return self.deploy.pid
+
+    def wait(self, timeout: float | None = None) -> int:
+        while self.fleet.clock < self.deploy.ends:
+            self.fleet.move()
+            self.fleet.advance(min(DEPLOY_LOOK_SECONDS, self.deploy.ends - self.fleet.clock))
+        return 0
+
+
+class Remote:
+    """One simulated host over SSH (k3ops.remote.RemoteHost's part that the rollout uses)."""
+
+    def __init__(self, fleet: Fleet, host: Host, data: dict):
+        self.fleet, self.host, self.name, self.data = fleet, host, host.name, data
+
+    def get_fact(self, fact, **arguments):
+        self.fleet.move()
+        host, fleet = self.host, self.fleet
+        running = host.engine_since is not None
+        answers = {
+            MaintenanceMarker: lambda: host.marker,
+            BootId: lambda: f"boot-{host.boot}",
+            NvidiaKernelModule: lambda: {"version": host.loaded},
+            NvSwitches: lambda: ["0000:05:00.0"],
+            AptHeldPackages: lambda: HeldEverything(),
+            AptPolicyVersion: lambda: {"installed": release_package_version(host.installed)},
+            UnitStates: lambda: {unit: {"active": "active" if running else "inactive"} for unit in arguments["units"]},
+            EngineMetrics: lambda: {"requests_running": 0.0, "requests_waiting": 0.0, "kv_cache_usage": 0.0},
+            EngineState: lambda: {"ready": fleet.ready(host), "detail": "healthy" if fleet.ready(host) else "starting",
+                                  "generation": {"answered": fleet.ready(host)}},
+            DcgmDiag: lambda: {"exit_status": 0, "tests": {}},
+        }
+        return answers[fact]()
+
+    def check_output(self, command: str) -> str:
+        self.fleet.move()
+        host = self.host
+        if layout.MAINTENANCE_MARKER in command and command.startswith("printf"):
+            host.marker = json.loads(shlex.split(command)[2])
+        elif command == f"rm -f {layout.MAINTENANCE_MARKER}":
+            host.marker = None
+        elif "systemctl disable --now" in command:
+            host.engine_enabled, host.engine_since = False, None
+        elif "systemctl enable --now" in command:
+            host.engine_enabled = True
+            host.engine_since = self.fleet.clock if host.engine_since is None else host.engine_since
+        elif "systemctl stop" in command or command == "dpkg --configure -a":
+            pass
+        else:
+            raise AssertionError(f"the simulated host does not know {command!r}")
+        return ""
+
+    def run(self, command: str) -> tuple[bool, str, str]:
+        """The watchdog's wait for a ready engine."""
+        self.fleet.move()
+        assert command.startswith(layout.WATCHDOG_COMMAND + " --wait"), command
+        if self.host.engine_since is None:
+            return False, "", "the engine is not running"
+        self.fleet.advance(max(self.host.engine_since + ENGINE_START_SECONDS - self.fleet.clock, 0))
+        return True, "", ""
+
+
+class HeldEverything:
+    """apt's held packages on a simulated host: the deploy holds what it installs."""
+
+    def __contains__(self, package: str) -> bool:
+        return True
