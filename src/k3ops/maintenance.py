@@ -10,7 +10,11 @@ instead of staying silent for ever, and a deploy never starts an engine on a mar
 
 from __future__ import annotations
 
+import json
+import shlex
 from datetime import datetime, timedelta, timezone
+
+from .onhost.layout import MAINTENANCE_LOCK, MAINTENANCE_MARKER
 
 MARKER_BY = "k3ops upgrade"  # a rollout's markers; a marker by anyone else is a person's drain
 LIVE, STALE, FAILED = "live", "stale", "failed"
@@ -18,6 +22,8 @@ LIVE, STALE, FAILED = "live", "stale", "failed"
 # its `since`: a day's work, after which the doctor asks someone to look.
 UNDATED_MARKER_HOURS = 24
 RUNBOOK = "host-left-in-maintenance"
+CHANGED_STATUS = 3  # compare_and_set's exit status when the marker is no longer the one read
+LOCK_WAIT_SECONDS = 60
 
 
 def iso(moment: datetime) -> str:
@@ -68,3 +74,21 @@ def foreign(found: dict | None, rollouts: set[str]) -> bool:
     """A marker none of `rollouts` wrote (a rollout's own id, and those it took over by name): a person's, or
     another rollout's (a failed host it left for a person to look at, or one another controller works on)."""
     return found is not None and (found.get("by") != MARKER_BY or found.get("rollout") not in (None, *rollouts))
+
+
+def compare_and_set(read: dict | None, command: str, marker_path: str = MAINTENANCE_MARKER,
+                    lock: str = MAINTENANCE_LOCK) -> str:
+    """`command` (a marker's write or removal) run only if the host's marker is still the one a controller read
+    and judged its own (`read`, None: no marker), by its rollout id, under a lock every controller takes: two
+    controllers that read the same marker cannot both take the host. It exits CHANGED_STATUS otherwise."""
+    if read is None:
+        still = f"! test -e {shlex.quote(marker_path)}"
+    elif read.get("rollout") is None:
+        still = f"test -e {shlex.quote(marker_path)} && ! grep -qF '\"rollout\":' {shlex.quote(marker_path)}"
+    else:
+        words = json.dumps({"rollout": read["rollout"]})[1:-1]  # as json.dumps writes the marker's key
+        still = f"grep -qF {shlex.quote(words)} {shlex.quote(marker_path)}"
+    body = (f"if {still}; then {command}; else echo 'the maintenance marker changed since it was read' >&2; "
+            f"exit {CHANGED_STATUS}; fi")
+    return (f"mkdir -p {shlex.quote(lock.rsplit('/', 1)[0])} && flock -w {LOCK_WAIT_SECONDS} {shlex.quote(lock)} "
+            f"sh -c {shlex.quote(body)}")

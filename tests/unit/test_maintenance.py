@@ -10,9 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from k3ops.maintenance import FAILED, LIVE, STALE, UNDATED_MARKER_HOURS, iso, standing
-from k3ops.onhost.layout import MAINTENANCE_MARKER
+from k3ops.maintenance import CHANGED_STATUS, FAILED, LIVE, STALE, UNDATED_MARKER_HOURS, compare_and_set, iso, standing
+from k3ops.onhost.layout import MAINTENANCE_LOCK, MAINTENANCE_MARKER
 from k3ops.upgrade.record import Rollout
+from k3ops.facts.maintenance import MaintenanceMarker
 from k3ops.facts.reader import read_fact
 from k3ops.upgrade.steps import MARKER_GRACE_SECONDS, Run, StepFailed, unmark, write_marker
 
@@ -46,7 +47,8 @@ class Remote:
         self.marker_file = marker_file
 
     def run(self, command: str) -> tuple[bool, str, str]:
-        done = subprocess.run(["sh", "-c", command.replace(MAINTENANCE_MARKER, str(self.marker_file))],
+        done = subprocess.run(["sh", "-c", command.replace(MAINTENANCE_MARKER, str(self.marker_file))
+                               .replace(MAINTENANCE_LOCK, f"{self.marker_file}.lock")],
                               capture_output=True, text=True)
         return done.returncode == 0, done.stdout, done.stderr
 
@@ -105,3 +107,41 @@ def test_a_marker_someone_placed_during_the_rollout_is_never_overwritten_nor_rem
     remote.marker_file.write_text(json.dumps({**OURS, "state": "soaking"}))  # this rollout's own: removed
     unmark(run, remote)
     assert not remote.marker_file.exists()
+
+
+def test_of_two_controllers_that_read_the_same_marker_only_one_takes_the_host(tmp_path):
+    """Both read no marker and judge the host free: the first write wins; the second is refused (the step that
+    sent it fails) instead of overwriting the winner's marker."""
+    ours, _ = rollout(tmp_path)
+    theirs = Run(Rollout(tmp_path / "theirs.json", {**ours.rollout.record, "id": "0badc0ffee000001"}),
+                 tmp_path / "theirs.log")
+    group = {"name": "gpu-01", "hosts": ["gpu-01"], "to": "580.126.09"}
+    remote = Remote(tmp_path / "maintenance.json")
+    read = remote.get_fact(MaintenanceMarker)
+    remote.get_fact = lambda fact, **arguments: read  # both controllers read before either writes
+    write_marker(ours, remote, group, "draining")
+    with pytest.raises(AssertionError, match="the maintenance marker changed since it was read"):
+        write_marker(theirs, remote, group, "draining")
+    assert json.loads(remote.marker_file.read_text())["rollout"] == ours.rollout.id
+
+
+def test_a_marker_is_compared_and_set_atomically_under_the_lock(tmp_path):
+    """Sixteen controllers at once, each having read no marker: exactly one writes it."""
+    marker_file, lock = tmp_path / "maintenance.json", tmp_path / "maintenance.lock"
+    commands = [compare_and_set(None, f"sleep 0.01; printf {index} > {marker_file}", str(marker_file), str(lock))
+                for index in range(16)]
+    racing = [subprocess.Popen(["sh", "-c", command], stderr=subprocess.DEVNULL) for command in commands]
+    statuses = [process.wait() for process in racing]
+    assert sorted(statuses) == [0] + [CHANGED_STATUS] * 15
+    assert marker_file.read_text() == str(statuses.index(0))
+
+
+def test_a_rollout_changes_only_the_marker_of_the_rollout_it_read(tmp_path):
+    marker_file, lock = tmp_path / "maintenance.json", tmp_path / "maintenance.lock"
+    marker_file.write_text(json.dumps({**OURS, "rollout": "0badc0ffee000001"}))  # another rollout's, meanwhile
+    done = subprocess.run(["sh", "-c", compare_and_set(OURS, f"rm -f {marker_file}", str(marker_file), str(lock))],
+                          capture_output=True, text=True)
+    assert done.returncode == CHANGED_STATUS and marker_file.exists()
+    marker_file.write_text(json.dumps({**OURS, "state": "soaking"}))
+    done = subprocess.run(["sh", "-c", compare_and_set(OURS, f"rm -f {marker_file}", str(marker_file), str(lock))])
+    assert done.returncode == 0 and not marker_file.exists()

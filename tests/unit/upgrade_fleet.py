@@ -299,6 +299,12 @@ class Remote:
     def check_output(self, command: str) -> str:
         self.fleet.move()
         host = self.host
+        if " flock " in command:  # maintenance.compare_and_set: `if STILL; then COMMAND; else ...; fi`
+            still, command = shlex.split(command)[-1].removeprefix("if ").split("; else ")[0].split("; then ")
+            absent, words = still.startswith("! test -e"), shlex.split(still)
+            assert absent or words[:2] == ["grep", "-qF"], still  # no marker read, or a rollout's by its id
+            if not (host.marker is None if absent else host.marker is not None and words[2] in json.dumps(host.marker)):
+                raise CommandFailed("the maintenance marker changed since it was read")
         if layout.MAINTENANCE_MARKER in command and command.startswith("printf"):
             host.marker = json.loads(shlex.split(command)[2])
         elif command == f"rm -f {layout.MAINTENANCE_MARKER}":

@@ -46,6 +46,8 @@ FABRIC_CHECK_RESULT = f"{FABRIC_CHECK_DIR}/last-check.json"
 # Left by a rollout (driver upgrade, drain) while it works on the host: the doctor reports the host as under
 # maintenance instead of alarming. JSON: {"reason": ..., "since": ISO time, "by": who}.
 MAINTENANCE_MARKER = f"{STATE_DIR}/maintenance.json"
+# Held by every controller that changes the marker (k3ops.maintenance.compare_and_set).
+MAINTENANCE_LOCK = f"{STATE_DIR}/maintenance.lock"
 
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"

@@ -32,7 +32,7 @@ from ..facts.maintenance import MaintenanceMarker
 from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
 from ..inventory import SshTarget, selected
-from ..maintenance import foreign, marker, owner
+from ..maintenance import compare_and_set, foreign, marker, owner
 from ..nccl.check import run_check
 from ..onhost import layout
 from ..owned_files import replace_with
@@ -141,15 +141,18 @@ def engine_of(data: dict):
 
 def write_marker(run: Run, remote, group: Group, state: State, detail: str = "") -> None:
     """The host's maintenance marker, replaced by rename: the rollout's id, this controller, the group's state, and
-    a deadline (marker_seconds) past which the doctor reports the host as left out of service."""
-    theirs = remote.get_fact(MaintenanceMarker)
-    if foreign(theirs, run.rollout.owns):
-        raise StepFailed(f"{remote.name}: taken out of service by {owner(theirs)} during the rollout "
-                         f"({theirs.get('reason', '?')}): left to them, never overwritten")
+    a deadline (marker_seconds) past which the doctor reports the host as left out of service. Written only over
+    no marker or this rollout's, and only if it is still the one read (compare_and_set): of two controllers that
+    read it at once, one takes the host and the other's step fails."""
+    read = remote.get_fact(MaintenanceMarker)
+    if foreign(read, run.rollout.owns):
+        raise StepFailed(f"{remote.name}: taken out of service by {owner(read)} during the rollout "
+                         f"({read.get('reason', '?')}): left to them, never overwritten")
     found = marker(f"driver upgrade to {group['to']}", state, group.get("marked") or now(),
                    marker_seconds(run, group, state), rollout=run.rollout.id, controller=run.controller,
                    group=group["name"], **({"detail": detail} if detail else {}))
-    remote.check_output(replace_with(layout.MAINTENANCE_MARKER, f"{json.dumps(found)}\n", "644"))
+    remote.check_output(compare_and_set(read, replace_with(layout.MAINTENANCE_MARKER, f"{json.dumps(found)}\n",
+                                                             "644")))
 
 
 def marker_seconds(run: Run, group: Group, state: State) -> float | None:
@@ -521,8 +524,9 @@ def soak(run: Run, group: Group) -> str:
 
 def unmark(run: Run, remote) -> None:
     """The rollout's marker removed; one someone else placed meanwhile is theirs to remove."""
-    if not foreign(remote.get_fact(MaintenanceMarker), run.rollout.owns):
-        remote.check_output(f"rm -f {layout.MAINTENANCE_MARKER}")
+    found = remote.get_fact(MaintenanceMarker)
+    if found is not None and not foreign(found, run.rollout.owns):
+        remote.check_output(compare_and_set(found, f"rm -f {layout.MAINTENANCE_MARKER}"))
 
 
 @dataclass
