@@ -2,6 +2,7 @@
 --max-unavailable 1 and 2.
 
     .venv/bin/python benchmarks/rolling_upgrade.py [--hosts 4,8]
+    .venv/bin/python benchmarks/rolling_upgrade.py --chaos
 
 As root, no lab up: brings up 8 h200x8 hosts serving the tiny model at driver 580.105.08 behind the lab's
 load balancer (deploys/k3.py, as the lab test does), then runs the rollouts one after another, each moving the
@@ -10,6 +11,12 @@ chat completions to every host the balancer lists. Prints each rollout's wall ti
 speed-up of max-unavailable 2 over 1, and the lowest share of the N hosts the poller saw serving, against the
 1 - max-unavailable/N the budget promises. The lab's hosts share this machine's cores, so deploys on several
 hosts at once do not run as fast as on separate machines: the speed-up is a floor.
+
+With --chaos (no lab, no root): what a dead controller costs. The chaos matrix's runs (tests/unit/
+test_upgrade_chaos.py: the real rollout against a simulated fleet of three 2-node groups on bare metal's times, a
+deploy of 4 minutes and a reboot of 10) killed in each state, its process group or the controller alone, and
+resumed at once; each run's rollout time on that clock against the uninterrupted one's, and the most hosts out of
+service at once against the budget.
 """
 
 from __future__ import annotations
@@ -34,10 +41,42 @@ def k3ops(*args: str, check: bool = True) -> subprocess.CompletedProcess:
                           capture_output=True)
 
 
+def chaos() -> int:
+    import pytest
+
+    from tests.unit.upgrade_fleet import BUDGET, WAY, Fleets, cuda_index, kill_points, reboot_points, rolled
+
+    with tempfile.TemporaryDirectory() as scratch, cuda_index(Path(scratch)) as repository, \
+            pytest.MonkeyPatch.context() as monkeypatch:
+        fleets = Fleets(Path(scratch), repository, monkeypatch)
+        clean = fleets.new()
+        if rolled(clean) != 0:
+            return 1
+        print(f"uninterrupted: {clean.clock / 60:.0f} min on the bare-metal clock, at most {clean.worst} hosts out "
+              f"(budget {BUDGET})")
+        points = {(state, where): move for state in WAY for where, move in kill_points(clean, state).items()}
+        points.update({("a host's reboot", where): move for where, move in reboot_points(clean).items()})
+        added = []
+        for (state, where), move in points.items():
+            for whole_group, killed in ((True, "process group"), (False, "controller alone")):
+                fleet = fleets.new()
+                status = rolled(fleet, move, whole_group)
+                added.append(fleet.clock - clean.clock)
+                print(f"killed in {state} ({where} move), {killed}: {'done' if status == 0 else 'NOT DONE'}, "
+                      f"{(fleet.clock - clean.clock) / 60:+.1f} min, at most {fleet.worst} hosts out")
+        print(f"{len(added)} killed runs: {sum(added) / len(added) / 60:+.1f} min on average, "
+              f"{max(added) / 60:+.1f} min at most, over the uninterrupted {clean.clock / 60:.0f} min")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hosts", default="4,8", help="comma-separated fleet sizes (at most 8)")
-    counts = [int(count) for count in parser.parse_args().hosts.split(",")]
+    parser.add_argument("--chaos", action="store_true", help="the chaos runs' added time (simulated fleet, no lab)")
+    arguments = parser.parse_args()
+    if arguments.chaos:
+        return chaos()
+    counts = [int(count) for count in arguments.hosts.split(",")]
     k3ops("lab", "up", "--hosts", str(max(counts)), *[word for _ in range(max(counts)) for word in ("--profile", "h200x8")])
     try:
         with tempfile.TemporaryDirectory() as scratch:

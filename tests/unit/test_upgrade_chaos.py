@@ -9,52 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from k3ops.upgrade.machine import IN_FLIGHT, State
-from k3ops.upgrade.record import Rollout, record_path
+from k3ops.upgrade.machine import State
+from k3ops.upgrade.record import Rollout
 
-from ..conftest import cli
-from .test_upgrade_rollout import DIGEST, MODEL, repository  # noqa: F401  (a fixture)
-from .upgrade_fleet import Fleet, Killed
+from .upgrade_fleet import BUDGET, NEW, WAY, Fleet, Fleets, cuda_index, kill_points, reboot_points, rolled
 
-OLD, NEW = "580.105.08", "580.126.09"
-CLUSTERS = {"h200-a": ["gpu-01", "gpu-02"], "h200-b": ["gpu-03", "gpu-04"], "h200-c": ["gpu-05", "gpu-06"]}
-BUDGET = 2  # --max-unavailable: one 2-node group at a time
-WAY = ("pending", *sorted(IN_FLIGHT, key=list(State).index))
 _clean: dict[str, Fleet] = {}  # the uninterrupted run, once per session
 
 
 @pytest.fixture
-def fleets(tmp_path, monkeypatch, repository):  # noqa: F811
-    """New simulated fleets of CLUSTERS on OLD, each with a controller state of its own."""
-    entries = [(name, {"ssh_hostname": f"192.0.2.{index}", "hardware_profile": "h200x8", "allow_plain_http": True,
-                       "nvidia_driver_version": OLD, "upgrade_soak_seconds": 30,
-                       "repositories": {"cuda": {"url": repository, "key_url": repository + "key.gpg"}},
-                       "model": MODEL, "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST,
-                                                  "cluster": cluster}})
-               for index, (cluster, name) in enumerate(((cluster, name) for cluster, names in CLUSTERS.items()
-                                                        for name in names), 10)]
-    inventory = tmp_path / "fleet.py"
-    inventory.write_text(f"hgx = {entries!r}\n")
-    made = []
-
-    def new() -> Fleet:
-        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / f"state-{len(made)}"))
-        fleet = Fleet.of(CLUSTERS, OLD)
-        fleet.inventory, fleet.record_path = str(inventory), record_path(str(inventory))
-        fleet.install(monkeypatch)
-        made.append(fleet)
-        return fleet
-    return new
-
-
-def rolled(fleet: Fleet, kill_at: int | None = None, whole_group: bool = True) -> int:
-    """`k3ops upgrade driver` to NEW, killed at move `kill_at`; then, if it was, `k3ops upgrade resume`."""
-    fleet.kill_at, fleet.whole_group = kill_at, whole_group
-    try:
-        return cli("upgrade", "driver", fleet.inventory, "--to", NEW, "--max-unavailable", str(BUDGET)).returncode
-    except Killed:
-        fleet.revive()
-        return cli("upgrade", "resume", fleet.inventory).returncode
+def fleets(tmp_path, monkeypatch) -> Fleets:
+    with cuda_index(tmp_path) as repository:
+        yield Fleets(tmp_path, repository, monkeypatch)
 
 
 def assert_done(fleet: Fleet, status: int) -> None:
@@ -66,10 +32,10 @@ def assert_done(fleet: Fleet, status: int) -> None:
     assert fleet.out_of_service() == [] and all(host.marker is None for host in fleet.hosts.values())
 
 
-def clean_run(fleets) -> Fleet:
+def clean_run(fleets: Fleets) -> Fleet:
     """The uninterrupted rollout (run once): the state it was in at each of its moves."""
     if not _clean:
-        fleet = fleets()
+        fleet = fleets.new()
         assert_done(fleet, rolled(fleet))
         _clean["fleet"] = fleet
     return _clean["fleet"]
@@ -85,11 +51,10 @@ def test_an_uninterrupted_rollout_passes_every_state_within_the_budget(fleets):
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 @pytest.mark.parametrize("state", WAY)
 def test_a_controller_killed_in_any_state_is_resumed_to_done(fleets, state, where, whole_group):
-    """`where`: its first, middle or last move in that state, over the whole rollout (the canary's first moves,
-    a later group's last)."""
-    moves = [index + 1 for index, found in enumerate(clean_run(fleets).states) if found == state]
-    kill_at = {"first": moves[0], "middle": moves[len(moves) // 2], "last": moves[-1]}[where]
-    fleet = fleets()
+    """`where`: its first, a middle or its last move in that state, over the whole rollout (the canary's first
+    moves, a later group's last)."""
+    kill_at = kill_points(clean_run(fleets), state)[where]
+    fleet = fleets.new()
     assert_done(fleet, rolled(fleet, kill_at, whole_group))
     assert fleet.moves > kill_at  # it was killed there, and resumed
 
@@ -98,6 +63,5 @@ def test_a_controller_killed_in_any_state_is_resumed_to_done(fleets, state, wher
 @pytest.mark.parametrize("where", ["first", "last"])
 def test_a_controller_killed_inside_a_hosts_reboot_is_resumed_to_done(fleets, where, whole_group):
     """Bare metal stays down for minutes: the next controller waits for it, its healthy canary never fails."""
-    moves = [index + 1 for index, down in enumerate(clean_run(fleets).rebooting) if down]
-    fleet = fleets()
-    assert_done(fleet, rolled(fleet, moves[0] if where == "first" else moves[-1], whole_group))
+    fleet = fleets.new()
+    assert_done(fleet, rolled(fleet, reboot_points(clean_run(fleets))[where], whole_group))

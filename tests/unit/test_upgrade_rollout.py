@@ -3,12 +3,8 @@ connections to anything but this machine's loopback refused, and the CUDA reposi
 
 from __future__ import annotations
 
-import gzip
 import json
 import socket
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,22 +12,14 @@ from k3ops.cli import main
 from k3ops.upgrade.record import Rollout, inventory_digest, record_path, unfinished
 from k3ops.upgrade.versions import versions_in_index
 
-DIGEST = "sha256:" + "a" * 64
-MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
-PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
-                   for name in ("nvidia-driver", "nvidia-open") for version in ("580.105.08-1", "580.126.09-1"))
+from .upgrade_fleet import DIGEST, MODEL, PACKAGES, cuda_index
+
 
 
 @pytest.fixture
 def repository(tmp_path):
-    """A flat apt repository's index (Packages.gz), served over HTTP on loopback."""
-    served = tmp_path / "repo"
-    served.mkdir()
-    (served / "Packages.gz").write_bytes(gzip.compress(PACKAGES.encode()))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(served)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
+    with cuda_index(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

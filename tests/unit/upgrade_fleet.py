@@ -11,10 +11,17 @@ the deploy it started dies with it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import shlex
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 from k3ops.deploys.nvidia import release_package_version
@@ -28,14 +35,26 @@ from k3ops.facts.units import UnitStates
 from k3ops.onhost import layout
 from k3ops.remote import CommandFailed, HostResult
 from k3ops.upgrade import record, rollout, steps
+from k3ops.upgrade.machine import IN_FLIGHT, State
+
+from ..conftest import cli
 
 INSTALL_SECONDS = 240  # a GPU host deploy up to its reboot
+RERUN_SECONDS = 60  # one that finds everything installed
 REBOOT_SECONDS = 600  # bare metal: firmware and memory training
 STAGE_SECONDS = 60
 ENGINE_START_SECONDS = 120
 CHECK_SECONDS = 30  # the host checks, the fabric check, the doctor
 DEPLOY_LOOK_SECONDS = 30  # how often a controller waiting on its deploy is counted as a move
 EPOCH = 1_796_000_000.0  # the virtual clock's time() at 0
+OLD, NEW = "580.105.08", "580.126.09"
+CLUSTERS = {"h200-a": ["gpu-01", "gpu-02"], "h200-b": ["gpu-03", "gpu-04"], "h200-c": ["gpu-05", "gpu-06"]}
+BUDGET = 2  # --max-unavailable: one 2-node group at a time
+WAY = ("pending", *sorted(IN_FLIGHT, key=list(State).index))  # the states a group passes through, in order
+DIGEST = "sha256:" + "a" * 64
+MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
+PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
+                   for name in ("nvidia-driver", "nvidia-open") for version in (f"{OLD}-1", f"{NEW}-1"))
 
 
 class Killed(BaseException):
@@ -190,6 +209,8 @@ class Fleet:
         assert not running, f"a second deploy started on {running} beside one still running"
         if function == steps.STAGE_DEPLOY:
             ends = self.clock + STAGE_SECONDS
+        elif all({self.hosts[name].installed, self.hosts[name].loaded} == {version} for name in hosts):
+            ends = self.clock + RERUN_SECONDS
         else:
             reboots = any(self.hosts[name].loaded != version for name in hosts)
             ends = self.clock + INSTALL_SECONDS + (REBOOT_SECONDS + DEPLOY_LOOK_SECONDS if reboots else 0)
@@ -335,3 +356,65 @@ class HeldEverything:
 
     def __contains__(self, package: str) -> bool:
         return True
+
+
+@contextmanager
+def cuda_index(directory: Path) -> Iterator[str]:
+    """A flat apt repository's index (Packages.gz, the drivers OLD and NEW), served over HTTP on loopback: the
+    controller reads it before a rollout starts."""
+    served = directory / "repo"
+    served.mkdir()
+    (served / "Packages.gz").write_bytes(gzip.compress(PACKAGES.encode()))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+
+
+class Fleets:
+    """New simulated fleets of CLUSTERS on OLD, in one inventory (`repository`: the CUDA index's URL), each with a
+    controller state of its own under `directory`."""
+
+    def __init__(self, directory: Path, repository: str, monkeypatch):
+        self.directory, self.monkeypatch, self.made = directory, monkeypatch, 0
+        entries = [(name, {"ssh_hostname": f"192.0.2.{index}", "hardware_profile": "h200x8", "allow_plain_http": True,
+                           "nvidia_driver_version": OLD, "upgrade_soak_seconds": 30,
+                           "repositories": {"cuda": {"url": repository, "key_url": repository + "key.gpg"}},
+                           "model": MODEL, "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST,
+                                                      "cluster": cluster}})
+                   for index, (cluster, name) in enumerate(((cluster, name) for cluster, names in CLUSTERS.items()
+                                                            for name in names), 10)]
+        self.inventory = directory / "fleet.py"
+        self.inventory.write_text(f"hgx = {entries!r}\n")
+
+    def new(self) -> Fleet:
+        self.made += 1
+        self.monkeypatch.setenv("XDG_STATE_HOME", str(self.directory / f"state-{self.made}"))
+        fleet = Fleet.of(CLUSTERS, OLD)
+        fleet.inventory, fleet.record_path = str(self.inventory), record.record_path(str(self.inventory))
+        fleet.install(self.monkeypatch)
+        return fleet
+
+
+def rolled(fleet: Fleet, kill_at: int | None = None, whole_group: bool = True) -> int:
+    """`k3ops upgrade driver` to NEW, killed at move `kill_at`; then, if it was, `k3ops upgrade resume`."""
+    fleet.kill_at, fleet.whole_group = kill_at, whole_group
+    try:
+        return cli("upgrade", "driver", fleet.inventory, "--to", NEW, "--max-unavailable", str(BUDGET)).returncode
+    except Killed:
+        fleet.revive()
+        return cli("upgrade", "resume", fleet.inventory).returncode
+
+
+def kill_points(clean: Fleet, state: str) -> dict[str, int]:
+    """The uninterrupted run's first, a middle and its last move in `state`, over the whole rollout."""
+    moves = [index + 1 for index, found in enumerate(clean.states) if found == state]
+    return {"first": moves[0], "middle": moves[len(moves) // 2], "last": moves[-1]}
+
+
+def reboot_points(clean: Fleet) -> dict[str, int]:
+    """The uninterrupted run's first and last move while a host was in a reboot."""
+    moves = [index + 1 for index, down in enumerate(clean.rebooting) if down]
+    return {"first": moves[0], "last": moves[-1]}
