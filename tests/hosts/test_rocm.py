@@ -3,8 +3,8 @@
 import pytest
 
 from k3ops.hardware import AMD_KERNEL_ARGUMENTS
-from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
-from k3ops.facts.apt import AptHeldPackages
+from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs
+from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.boot import KernelCommandLine
 
 pytestmark = pytest.mark.applies_to("amd")
@@ -15,8 +15,11 @@ def test_rocm_is_the_release_the_inventory_names(host, spec):
 
 
 def test_amdgpu_driver_is_held_and_loaded(host, spec):
+    """Loaded at the build installed: one installed by a deploy that never got to its reboot is not."""
     assert "amdgpu-dkms" in host.get_fact(AptHeldPackages)
-    assert host.get_fact(AmdgpuModule) is not None
+    loaded = host.get_fact(AmdgpuModule)
+    assert loaded is not None
+    assert not amdgpu_differs(loaded, host.get_fact(AptPolicyVersion, package="amdgpu-dkms")["installed"])
     assert host.run("test -c /dev/kfd").rc == 0
 
 

@@ -14,7 +14,7 @@ import pytest
 from k3ops_lab import lab as lab_module
 from k3ops_lab import state
 
-from ..conftest import REPO_ROOT
+from ..conftest import REPO_ROOT, cli
 
 COMMAND_TIMEOUT = 900  # a hung host fails the test instead of hanging CI
 # A cold `lab up` builds the lab's caches first (beside `k3ops lab build` in scripts/test): on a busy 2-core
@@ -28,10 +28,19 @@ VM_DEPLOY_TIMEOUT = 3000
 GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
 
 
+# The verbs the drills ask dozens of times per module, run by the CLI's own entry point in this process: a new
+# Python for each cost about a second of this 2-core machine, which the lab's hosts and the VM share. The rest
+# (and every verb in tests/unit/test_cli.py) run as the real command line.
+IN_PROCESS = (("doctor",), ("lab", "fault"))
+
+
 def k3ops(*args: str, check: bool = True, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
     """Run the real `k3ops` command line."""
-    result = subprocess.run([sys.executable, "-m", "k3ops.cli", *args], capture_output=True, text=True,
-                            cwd=REPO_ROOT, timeout=timeout)
+    if args[:1] in IN_PROCESS or args[:2] in IN_PROCESS:
+        result = cli(*args)
+    else:
+        result = subprocess.run([sys.executable, "-m", "k3ops.cli", *args], capture_output=True, text=True,
+                                cwd=REPO_ROOT, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"k3ops {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result
@@ -96,7 +105,13 @@ def passed_checks(output: str) -> set[str]:
 
 
 def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
-    return k3ops("lab", "ssh", host, command, check=check)
+    """`command` on a lab host as root, over the SSH that `k3ops lab ssh HOST COMMAND` runs (tests/lab/test_lab.py
+    runs that verb itself)."""
+    result = subprocess.run(state.ssh_command(state.load().host(host), [command]), capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT)
+    if check and result.returncode != 0:
+        raise AssertionError(f"on {host}: `{command}` exited {result.returncode}:\n{result.stdout}{result.stderr}")
+    return result
 
 
 def reboot(host: str) -> None:

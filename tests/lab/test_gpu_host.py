@@ -14,8 +14,8 @@ from k3ops.onhost import layout
 from k3ops_lab import faults
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
-from .conftest import (GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, lab_inventory, on_host, pyinfra,
-                       reboot)
+from .conftest import (GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host,
+                       pyinfra, reboot)
 
 LAB_PROFILES = ("h200x8", "b300x8", "mi355x8", "cpu", "gb300x4")
 # This module runs deploys/gpu_host.py only; the model's and the engine's checks belong to
@@ -171,14 +171,20 @@ def test_drift_is_repaired_by_a_rerun(lab):
                       " c['runtimes'].pop('nvidia'); json.dump(c, open(p, 'w'))\" && systemctl restart docker"
                       " && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades"
                       " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
+    # gpu-03 runs the amdgpu of the release before, as after a deploy killed before its reboot
+    k3ops("lab", "fault", "gpu-03", "rocm-mismatch")
     drifted = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert drifted.returncode != 0
     for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
-                    "test_fabric_manager_runs_at_the_driver_version"):
+                    "test_fabric_manager_runs_at_the_driver_version", "test_amdgpu_driver_is_held_and_loaded"):
         assert symptom in drifted.stdout
-    assert changed_operations(deploy())
+    boot = on_host("gpu-03", "cat /proc/sys/kernel/random/boot_id").stdout
+    changed = changed_operations(deploy())
+    assert any("| Reboot to load amdgpu" in name for name in changed), changed
+    assert on_host("gpu-03", "cat /proc/sys/kernel/random/boot_id").stdout != boot
     repaired = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert repaired.returncode == 0, repaired.stdout[-4000:]
+    k3ops("lab", "fault", "gpu-03", "--clear")  # only the fault's record is left: the reboot loaded the driver
 
 
 def test_secure_boot_stops_the_nvidia_deploy_with_a_message(lab):

@@ -41,6 +41,14 @@ def test_status_reports_every_host_running(lab):
     assert len({h["address"] for h in hosts}) == len(hosts)
 
 
+def test_lab_ssh_runs_a_command_as_root_on_the_host_and_passes_its_status(lab):
+    for name in lab:
+        assert k3ops("lab", "ssh", name, "echo $(id -un)@$(hostname)").stdout.strip() == f"root@{name}"
+    assert k3ops("lab", "ssh", "gpu-01", "exit 7", check=False).returncode == 7
+    refused = k3ops("lab", "ssh", "gpu-09", "true", check=False)
+    assert refused.returncode == 2 and "gpu-09" in refused.stderr
+
+
 def test_pyinfra_runs_commands_on_every_host(lab):
     result = pyinfra("exec", "--", "hostname")
     assert result.returncode == 0, result.stderr

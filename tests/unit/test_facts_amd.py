@@ -2,7 +2,7 @@
 
 import pytest
 
-from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
+from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs
 from k3ops_lab.sim import rocm_smi
 from k3ops_lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
 
@@ -46,3 +46,14 @@ def test_versions_are_read_from_the_files_amd_installs(tmp_path, fact, path, ver
     amd_host(tmp_path, rocm="7.0.2-56", amdgpu="6.14.14")
     assert f"/{path} " in fact.command
     assert fact().process((tmp_path / path).read_text().splitlines()) == version
+
+
+@pytest.mark.parametrize(("loaded", "installed", "differs"), [
+    ("6.14.14", "1:6.14.14.70002-2187269.24.04", False),  # the build installed, loaded
+    ("6.12.12", "1:6.14.14.70002-2187269.24.04", True),  # installed by a deploy that never rebooted
+    ("6.14.1", "1:6.14.14.70002-2187269.24.04", True),  # a prefix of the build is not the build
+    ("6.14.14", None, False),  # nothing installed: nothing to compare (the doctor and the deploy see it otherwise)
+    (None, "1:6.14.14.70002-2187269.24.04", False),  # not loaded: amdgpu-not-loaded, not a mismatch
+])
+def test_a_loaded_amdgpu_differs_from_the_installed_package_only_when_another_build(loaded, installed, differs):
+    assert amdgpu_differs(loaded, installed) is differs

@@ -11,6 +11,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.server import KernelVersion
 
 from ..facts.amd import AmdgpuModule
+from ..facts.apt import AptPolicyVersion
 from ..facts.boot import KernelCommandLine, SecureBoot
 from ..facts.kernel import InstalledKernels, KernelModuleLoaded
 from ..facts.memo import read_together
@@ -31,7 +32,7 @@ from .uploads import staged_privately
 ASKED_FIRST = {
     None: (),
     "nvidia": (RdmaNics, SecureBoot, NvSwitches, NvidiaKernelModule, (KernelModuleLoaded, {"module": PEERMEM_MODULE})),
-    "amd": (RdmaNics, SecureBoot, AmdgpuModule, KernelCommandLine),
+    "amd": (RdmaNics, SecureBoot, AmdgpuModule, KernelCommandLine, (AptPolicyVersion, {"package": "amdgpu-dkms"})),
 }
 
 

@@ -9,7 +9,8 @@ from pyinfra.api import QuoteString, StringCommand, deploy
 from pyinfra.operations import server
 from pyinfra.operations.util import any_changed
 
-from ..facts.amd import AmdgpuModule
+from ..facts.amd import AmdgpuModule, amdgpu_differs
+from ..facts.apt import AptPolicyVersion
 from ..facts.boot import KernelCommandLine
 from ..facts.memo import remembered
 from ..hardware import AMD_KERNEL_ARGUMENTS
@@ -68,9 +69,11 @@ def rocm(sources: list) -> None:
                                       arguments=list(AMD_KERNEL_ARGUMENTS))
 
     loaded, booted_with = remembered(AmdgpuModule), set(remembered(KernelCommandLine))
+    # A driver installed by a run that did not get to its reboot (killed, or a reboot refused) is loaded by this one.
+    on_disk = remembered(AptPolicyVersion, package="amdgpu-dkms")["installed"]
     reboot_if_needed(
         spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply {' '.join(AMD_KERNEL_ARGUMENTS)}",
         needed=lambda: installed.did_change() or moved.did_change() or arguments.did_change() or loaded is None
-        or not booted_with >= set(AMD_KERNEL_ARGUMENTS),
+        or amdgpu_differs(loaded, on_disk) or not booted_with >= set(AMD_KERNEL_ARGUMENTS),
         verify=" && ".join(["test -c /dev/kfd", *(f"grep -qw {argument} /proc/cmdline" for argument in AMD_KERNEL_ARGUMENTS)]),
     )

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from ..engines.recipes import RECIPES
 from ..engines.units import engine_urls
-from ..facts.amd import AmdgpuModule
+from ..facts.amd import AmdgpuModule, amdgpu_differs
 from ..facts.apt import AptPolicyVersion
 from ..facts.boot import SecureBoot
 from ..facts.checkpoint import ModelCheckpoints
@@ -270,7 +270,7 @@ def amd_driver(host, specs: HostSpecs) -> CheckResult:
             "amdgpu-not-loaded", "critical", "reboot", "amdgpu is not loaded: no GPU is usable", absent,
             {"GPU_COUNT": str(specs.settings.gpu.gpu_count)})], driver_answers=False)
     installed = host.get_fact(AptPolicyVersion, package="amdgpu-dkms")["installed"]
-    if installed and not installed.split(":")[-1].startswith(loaded + "."):
+    if amdgpu_differs(loaded, installed):
         return CheckResult([Finding(
             "rocm-driver-mismatch", "critical", "reboot",
             f"the loaded amdgpu module is {loaded}, the installed amdgpu-dkms {installed}: ROCm's userspace and "

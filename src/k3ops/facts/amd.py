@@ -67,6 +67,13 @@ class AmdgpuModule(FactBase[str | None]):
         return first_line(output)
 
 
+def amdgpu_differs(loaded: str | None, installed: str | None) -> bool:
+    """Whether a loaded amdgpu module (AmdgpuModule) is another build than the amdgpu-dkms package installed
+    (AptPolicyVersion): package 1:6.14.14.70002-2187269 carries module 6.14.14. Until the host reboots, ROCm's
+    userspace and its kernel driver differ."""
+    return bool(loaded and installed) and not installed.split(":")[-1].startswith(loaded + ".")
+
+
 class RocmVersion(FactBase[str | None]):
     """
     Returns the installed ROCm release, ``None`` when ROCm is not installed:
