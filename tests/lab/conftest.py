@@ -104,11 +104,24 @@ def passed_checks(output: str) -> set[str]:
     return {line.split("::")[1].split("[")[0] for line in lines}
 
 
+# on_host's SSH connections, one per host kept open between commands (OpenSSH's ControlMaster): a new connection
+# costs a key exchange, about 2.5 s on a VM host under TCG. A master whose host goes away (a reboot) ends with its
+# connection, or within 15 s of silence; the lab fixture ends the others before `lab down`.
+SHARED_SSH = ("-o", "ControlMaster=auto", "-o", f"ControlPath={state.STATE_DIR}/ssh-%C", "-o", "ControlPersist=300",
+              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
+
+
+def shared_ssh(host: str, *arguments: str) -> list[str]:
+    """The command line of `k3ops lab ssh HOST ...` (tests/lab/test_lab.py runs that verb itself), over the host's
+    shared connection."""
+    command = state.ssh_command(state.load().host(host), list(arguments))
+    return [command[0], *SHARED_SSH, *command[1:]]
+
+
 def on_host(host: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`command` on a lab host as root, over the SSH that `k3ops lab ssh HOST COMMAND` runs (tests/lab/test_lab.py
-    runs that verb itself)."""
-    result = subprocess.run(state.ssh_command(state.load().host(host), [command]), capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=COMMAND_TIMEOUT)
+    """`command` on a lab host as root."""
+    result = subprocess.run(shared_ssh(host, command), capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=COMMAND_TIMEOUT)
     if check and result.returncode != 0:
         raise AssertionError(f"on {host}: `{command}` exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result
@@ -143,4 +156,7 @@ def lab(request):
         k3ops(*arguments, timeout=LAB_UP_TIMEOUT)
         yield {state.host_name(index): profile for index, profile in enumerate(profiles)}
     finally:
+        for host in (state.load().hosts if state.load() else []):
+            ssh, *options = shared_ssh(host.name)
+            subprocess.run([ssh, "-O", "exit", *options], capture_output=True, timeout=30)
         k3ops("lab", "down")

@@ -53,8 +53,8 @@ BUDGET = 2  # --max-unavailable: one 2-node group at a time
 WAY = ("pending", *sorted(IN_FLIGHT, key=list(State).index))  # the states a group passes through, in order
 DIGEST = "sha256:" + "a" * 64
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
-PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
-                   for name in ("nvidia-driver", "nvidia-open") for version in (f"{OLD}-1", f"{NEW}-1"))
+PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\n"
+                   f"Filename: ./{name}_{version}_amd64.deb\n\n" for name in ("nvidia-driver", "nvidia-open") for version in (f"{OLD}-1", f"{NEW}-1"))
 
 
 class Killed(BaseException):
@@ -269,8 +269,8 @@ class Fleet:
         monkeypatch.setattr(record.Rollout, "save", saved)
         for module, name, value in ((steps, "subprocess", tools), (steps, "time", self), (record, "time", self),
                                     (steps, "on_targets", self.on_targets), (rollout, "on_targets", self.on_targets),
-                                    (steps, "process_start", self.process_start), (steps, "run_check", self.fabric_check),
-                                    (steps, "run_doctor", self.doctor)):
+                                    (steps, "process_start", self.process_start),
+                                    (steps, "run_check", self.fabric_check), (steps, "run_doctor", self.doctor)):
             monkeypatch.setattr(module, name, value)
 
 

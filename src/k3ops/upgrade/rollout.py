@@ -167,7 +167,8 @@ def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
         theirs = [f"{host}: {marker.get('reason', '?')} (by {owner(marker)})" for host in group["hosts"]
                   if foreign(marker := seen[host]["marker"], run.rollout.owns)]
         if theirs:
-            run.move(group, TRANSITIONS[State.PENDING].hold, "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
+            run.move(group, TRANSITIONS[State.PENDING].hold,
+                     "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))
             pass_canary(run, group)
     run.save()
 
@@ -179,8 +180,7 @@ def pass_canary(run: steps.Run, group: Group) -> None:
         return
     group["canary"] = False
     successor = next((other for other in run.rollout.groups if other["state"] == State.PENDING
-                      and not other["canary"]),
-                     None)
+                      and not other["canary"]), None)
     if successor is not None:
         successor["canary"] = True
 
