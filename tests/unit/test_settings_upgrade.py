@@ -28,6 +28,16 @@ def test_one_balancer_command_without_the_other_is_refused(given):
         UpgradeSpec.model_validate({given: ["lbctl", "{host}"]})
 
 
+def test_a_status_command_comes_with_the_balancers_two_others_and_takes_the_same_placeholders():
+    """Without them the rollout's own drain would read as a person's."""
+    with pytest.raises(ValidationError, match="upgrade_lb_status_command is set but the balancer's deregister"):
+        UpgradeSpec.model_validate({"upgrade_lb_status_command": ["lbctl", "is-in", "{host}"]})
+    with pytest.raises(ValidationError, match="a placeholder must be a word of its own"):
+        balanced(upgrade_lb_status_command=["lbctl", "is-in", "--host={host}"])
+    spec = balanced(upgrade_lb_status_command=["lbctl", "is-in", "{address}"])
+    assert spec.lb_command("status", "gpu-01", "10.0.0.7") == ["lbctl", "is-in", "10.0.0.7"]
+
+
 @pytest.mark.parametrize("host", ["gpu-01; rm -rf /", "-oProxyCommand=x", "gpu-*", "::1%lo"])
 def test_a_value_that_is_no_host_name_or_address_never_reaches_the_command(host):
     spec = balanced()

@@ -251,3 +251,38 @@ def test_the_balancer_is_told_of_a_multi_node_engines_head_only(tmp_path):
     balancer(run, group, "deregister")
     balancer(run, group, "register")
     assert told.read_text().splitlines() == ["deregister gpu-01", "register gpu-01"]
+
+
+@pytest.mark.parametrize(("status", "found"), [
+    ("exit 0", None),
+    ("exit 1", "not behind the load balancer (sh exited 1)"),
+    ("sleep 5", "the load balancer's status command sh did not answer"),  # unknown is out, never in
+])
+def test_the_balancers_status_command_tells_a_host_taken_out_by_hand(tmp_path, monkeypatch, status, found):
+    from k3ops.upgrade import steps
+
+    monkeypatch.setattr(steps, "LB_COMMAND_TIMEOUT_SECONDS", 1)
+    asked = tmp_path / "asked"
+    data = {"hardware_profile": "h200x8", "ssh_hostname": "192.0.2.10", "upgrade_lb_deregister_command": ["true"],
+            "upgrade_lb_register_command": ["true"],
+            "upgrade_lb_status_command": ["sh", "-c", f'echo "$0" > {asked}; {status}', "{host}"]}
+    said = steps.off_balancer("gpu-01", data)
+    assert (said or "").startswith(found or "") and (said is None) is (found is None)
+    assert asked.read_text() == "gpu-01\n"
+    assert steps.off_balancer("gpu-01", {"hardware_profile": "h200x8"}) is None  # no status command: not asked
+
+
+def test_a_group_whose_host_is_out_of_the_balancer_with_no_marker_is_held(tmp_path):
+    """A person took it out of the balancer by hand, without a marker: never touched, never re-admitted."""
+    from k3ops.upgrade.rollout import hold_hand_drained
+    from k3ops.upgrade.steps import Run
+
+    groups = [{"name": name, "hosts": [name], "state": "pending", "canary": name == "gpu-01", "to": "580.126.09",
+               "failures": 0} for name in ("gpu-01", "gpu-02")]
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "to": "580.126.09", "groups": groups}),
+              tmp_path / "rollout.log")
+    off = "not behind the load balancer (lbctl exited 1)"
+    hold_hand_drained(run, {"gpu-01": {"marker": None, "out": off, "current": False, "off_balancer": off},
+                            "gpu-02": {"marker": None, "out": None, "current": False, "off_balancer": None}})
+    assert [(group["state"], group["canary"]) for group in groups] == [("held", False), ("pending", True)]
+    assert groups[0]["detail"].endswith(f"gpu-01: {off}, with no maintenance marker")

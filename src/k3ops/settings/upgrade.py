@@ -46,6 +46,10 @@ class UpgradeSpec(BaseModel):
     upgrade_lb_register_command: list[str] | None = Field(
         None, description="controller command (words; {host}, {address}) that puts the host back behind the "
                           "load balancer once it has passed validation")
+    upgrade_lb_status_command: list[str] | None = Field(
+        None, description="controller command (words; {host}, {address}) that exits 0 while the load balancer sends "
+                          "the host requests: a serving host it says is out was taken out by hand, and the rollout "
+                          "counts it out of service and never touches or re-admits it; unset: not asked")
     upgrade_lb_settle_seconds: float = Field(
         15, ge=0, le=600, description="wait after deregistering, for the balancer to stop sending before the drain")
     upgrade_drain_timeout_seconds: int = Field(
@@ -62,7 +66,7 @@ class UpgradeSpec(BaseModel):
         False, description="a canary group that fails validation is moved back to the driver it ran and, if "
                            "that validates, returned to service")
 
-    @field_validator("upgrade_lb_deregister_command", "upgrade_lb_register_command")
+    @field_validator("upgrade_lb_deregister_command", "upgrade_lb_register_command", "upgrade_lb_status_command")
     @classmethod
     def _words(cls, value: list[str] | None) -> list[str] | None:
         return command_words(value)
@@ -76,12 +80,16 @@ class UpgradeSpec(BaseModel):
         if len(given) == 1:
             missing = ({"upgrade_lb_deregister_command", "upgrade_lb_register_command"} - given).pop()
             raise ValueError(f"{given.pop()} is set but {missing} is not: set both, or neither")
+        if self.upgrade_lb_status_command is not None and not given:
+            raise ValueError("upgrade_lb_status_command is set but the balancer's deregister and register commands "
+                             "are not: a host the rollout takes out would read as taken out by hand")
         return self
 
     def lb_command(self, which: str, host: str, address: str) -> list[str] | None:
-        """The deregister or register command for one host, each placeholder word replaced by its value, which
-        is a host name or an address (never an option: neither starts with `-`)."""
-        words = self.upgrade_lb_deregister_command if which == "deregister" else self.upgrade_lb_register_command
+        """The deregister, register or status command for one host, each placeholder word replaced by its value,
+        which is a host name or an address (never an option: neither starts with `-`)."""
+        words = {"deregister": self.upgrade_lb_deregister_command, "register": self.upgrade_lb_register_command,
+                 "status": self.upgrade_lb_status_command}[which]
         if words is None:
             return None
         values = {"{host}": network_address(host), "{address}": network_address(address)}

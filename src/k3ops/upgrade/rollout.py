@@ -126,7 +126,7 @@ def observe(run: steps.Run) -> dict[str, dict]:
     wanted = run.rollout.record["to"]
 
     def look(remote) -> dict:
-        seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None}
+        seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None, "off_balancer": None}
         data = remote.data
         seen["current"] = remote.name in ours and current(
             remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
@@ -134,12 +134,14 @@ def observe(run: steps.Run) -> dict[str, dict]:
             seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {owner(seen['marker'])})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
             state = remote.get_fact(EngineState, **steps.state_urls(data))
-            seen["out"] = None if state["ready"] else f"engine not ready: {state['detail']}"
+            seen["off_balancer"] = steps.off_balancer(remote.name, data)
+            seen["out"] = seen["off_balancer"] or (None if state["ready"] else f"engine not ready: {state['detail']}")
         return seen
 
     results = on_targets([SshTarget.of(host) for host in hosts], look)
     return {result.host: result.value if result.error is None else {"marker": None, "current": False,
-                                                                   "out": result.error} for result in results}
+                                                                   "out": result.error, "off_balancer": None}
+            for result in results}
 
 
 def served_model(data: dict) -> str | None:
@@ -161,11 +163,14 @@ def current(remote, spec, wanted: str) -> bool:
 
 
 def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
-    """Pending groups with a host someone else took out of service are held: left exactly as they are."""
+    """Pending groups with a host someone else took out of service (by a marker, or out of the load balancer with
+    none) are held: left exactly as they are."""
     pending = [group for group in run.rollout.groups if group["state"] == State.PENDING]
     for group in pending:
         theirs = [f"{host}: {marker.get('reason', '?')} (by {owner(marker)})" for host in group["hosts"]
                   if foreign(marker := seen[host]["marker"], run.rollout.owns)]
+        theirs += [f"{host}: {seen[host]['off_balancer']}, with no maintenance marker" for host in group["hosts"]
+                   if seen[host].get("off_balancer") and seen[host]["marker"] is None]
         if theirs:
             run.move(group, TRANSITIONS[State.PENDING].hold,
                      "taken out of service by someone else, never re-admitted: " + "; ".join(theirs))

@@ -196,6 +196,20 @@ def balancer(run: Run, group: Group, which: str) -> None:
                              f"{done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
 
 
+def off_balancer(name: str, data: dict) -> str | None:
+    """Why the site's load balancer sends a serving host no requests, by its status command (None: it sends them,
+    or no status command is set). A command that cannot run counts as out: unknown is never taken for in."""
+    settings = settings_of(data)
+    words = settings.upgrade.lb_command("status", name, settings.model.address_for_peers(name))
+    if words is None:
+        return None
+    try:
+        done = subprocess.run(words, capture_output=True, text=True, timeout=LB_COMMAND_TIMEOUT_SECONDS)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"the load balancer's status command {words[0]} did not answer: {error}"
+    return None if done.returncode == 0 else f"not behind the load balancer ({words[0]} exited {done.returncode})"
+
+
 def pyinfra(run: Run, group: Group, function: str) -> None:
     """A packaged deploy on the group's hosts at the group's version, as `pyinfra -y INVENTORY FUNCTION` would
     run it; its output goes to the rollout's log. It runs in a session of its own, its process recorded with
