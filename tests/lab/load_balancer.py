@@ -1,6 +1,7 @@
 """The lab site's load balancer, as far as a rollout sees one: a directory with a file per backend it sends
-requests to. `python3 load_balancer.py DIRECTORY register|deregister HOST ADDRESS` (what upgrade_lb_*_command
-runs on the controller); the tests' poller sends chat completions to exactly the registered backends."""
+requests to. `python3 load_balancer.py DIRECTORY register|deregister|status HOST ADDRESS` (what
+upgrade_lb_*_command runs on the controller; status exits 0 for a registered host, 1 for another); the tests'
+poller sends chat completions to exactly the registered backends."""
 
 import sys
 from pathlib import Path
@@ -11,5 +12,7 @@ if action == "register":
     (directory / host).write_text(address + "\n")
 elif action == "deregister":
     (directory / host).unlink(missing_ok=True)
+elif action == "status":
+    sys.exit(0 if (directory / host).exists() else 1)
 else:
     sys.exit(f"unknown action {action!r}")

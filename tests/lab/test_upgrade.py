@@ -45,6 +45,7 @@ def upgrade_inventory(work: Path) -> tuple[str, Path]:
     inventory = lab_inventory(work / "fleet.py", nvidia_driver_version=OLD,
                               upgrade_lb_deregister_command=[*command, "deregister", "{host}", "{address}"],
                               upgrade_lb_register_command=[*command, "register", "{host}", "{address}"],
+                              upgrade_lb_status_command=[*command, "status", "{host}", "{address}"],
                               upgrade_lb_settle_seconds=1, upgrade_drain_timeout_seconds=30, upgrade_soak_seconds=2,
                               upgrade_rollback_failed_canary=True, reboot_timeout_seconds=300)
     return inventory, balancer
@@ -255,19 +256,24 @@ def test_a_plain_deploy_of_the_old_version_is_refused_on_serving_hosts(fleet):
 
 
 def test_a_host_taken_out_by_hand_is_never_touched_nor_readmitted(fleet):
-    """Someone drained gpu-03 (their marker, out of the balancer): a rollback of gpu-02 and gpu-03 moves gpu-02,
-    counts gpu-03 against the budget, and leaves it exactly as they left it."""
+    """Someone drained gpu-03 (their marker, out of the balancer), and someone took gpu-01 out of the balancer
+    with no marker: a rollback of the three moves gpu-02, counts the other two against the budget, and leaves
+    them exactly as they were left."""
     hand = json.dumps({"reason": "RMA ticket 4711", "since": "2026-12-01T12:00:00+00:00", "by": "ops: alice"})
     on_host("gpu-03", f"printf '%s\\n' '{hand}' > {MAINTENANCE_MARKER}")
-    (fleet["balancer"] / "gpu-03").unlink()
-    moved = k3ops("upgrade", "driver", fleet["inventory"], "--to", OLD, "--limit", "gpu-02,gpu-03",
-                  "--max-unavailable", "2", check=False)
+    for host in ("gpu-01", "gpu-03"):
+        (fleet["balancer"] / host).unlink()
+    moved = k3ops("upgrade", "driver", fleet["inventory"], "--to", OLD, "--max-unavailable", "3", check=False)
     assert moved.returncode == 1, moved.stdout + moved.stderr
     found = record(fleet)
-    assert found["status"] == "halted" and "gpu-03 held by hand" in found["why"], found
-    assert group_states(fleet) == {"gpu-02": "done", "gpu-03": "held"}
-    assert "RMA ticket 4711 (by ops: alice)" in found["groups"][1]["detail"]
-    assert driver("gpu-02") == OLD and driver("gpu-03") == NEW
+    assert found["status"] == "halted" and "gpu-01, gpu-03 held by hand" in found["why"], found
+    assert group_states(fleet) == {"gpu-01": "held", "gpu-02": "done", "gpu-03": "held"}
+    assert found["groups"][0]["detail"].endswith("not behind the load balancer (python3 exited 1), with no "
+                                                 "maintenance marker"), found["groups"][0]
+    assert "RMA ticket 4711 (by ops: alice)" in found["groups"][2]["detail"]
+    assert driver("gpu-02") == OLD and driver("gpu-01") == driver("gpu-03") == NEW
     assert json.loads(on_host("gpu-03", f"cat {MAINTENANCE_MARKER}").stdout)["by"] == "ops: alice"
-    assert "gpu-03" not in {path.name for path in fleet["balancer"].iterdir()}
-    assert on_host("gpu-03", "systemctl is-active k3ops-engine.service").stdout.strip() == "active"
+    assert on_host("gpu-01", f"test -e {MAINTENANCE_MARKER}", check=False).returncode == 1
+    assert {path.name for path in fleet["balancer"].iterdir()} == {"gpu-02"}
+    assert all(on_host(host, "systemctl is-active k3ops-engine.service").stdout.strip() == "active"
+               for host in ("gpu-01", "gpu-03"))
