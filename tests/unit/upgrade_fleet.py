@@ -95,7 +95,8 @@ class Deploy:
 class Fleet:
     hosts: dict[str, Host]
     clusters: dict[str, list[str]]  # each engine group's hosts: it serves whole or not at all
-    record_path: object = None  # the rollout's record, read to know the state each move was made in
+    inventory: str = ""  # the fleet's inventory file
+    record_path: Path | None = None  # the rollout's record, read to know the state each move was made in
     clock: float = 0.0
     moves: int = 0
     kill_at: int | None = None
