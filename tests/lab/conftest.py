@@ -156,7 +156,8 @@ def lab(request):
         k3ops(*arguments, timeout=LAB_UP_TIMEOUT)
         yield {state.host_name(index): profile for index, profile in enumerate(profiles)}
     finally:
-        for host in (state.load().hosts if state.load() else []):
+        current = state.load()
+        for host in (current.hosts if current else []):
             ssh, *options = shared_ssh(host.name)
             subprocess.run([ssh, "-O", "exit", *options], capture_output=True, timeout=30)
         k3ops("lab", "down")

@@ -178,36 +178,46 @@ def mark(run: Run, group: Group, state: State) -> None:
     on_group(run, group, lambda remote, data: write_marker(run, remote, group, state))
 
 
+class BalancerSilent(Exception):
+    """A load balancer command that could not run, or did not end within LB_COMMAND_TIMEOUT_SECONDS."""
+
+
+def balancer_command(which: str, name: str, data: dict) -> subprocess.CompletedProcess | None:
+    """The site's load balancer command `which` (deregister, register, status) for one host, run on the controller
+    (no shell); None when the data sets none."""
+    settings = settings_of(data)
+    words = settings.upgrade.lb_command(which, name, settings.model.address_for_peers(name))
+    if words is None:
+        return None
+    try:
+        return subprocess.run(words, capture_output=True, text=True, timeout=LB_COMMAND_TIMEOUT_SECONDS)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BalancerSilent(f"the load balancer's {which} command {words[0]} did not answer: {error}") from None
+
+
 def balancer(run: Run, group: Group, which: str) -> None:
-    """Run the site's load balancer command for each host of the group that serves (a multi-node engine's head;
-    its workers serve nothing), on the controller (no shell)."""
+    """Deregister or register each host of the group that serves (a multi-node engine's head; its workers serve
+    nothing)."""
     serving = set(heads(run, group))
     for host in [host for host in run.hosts(group) if host.name in serving]:
-        settings = host_settings(host)
-        words = settings.upgrade.lb_command(which, host.name, settings.model.address_for_peers(host.name))
-        if words is None:
-            continue
         try:
-            done = subprocess.run(words, capture_output=True, text=True, timeout=LB_COMMAND_TIMEOUT_SECONDS)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise StepFailed(f"{host.name}: the load balancer's {which} command {words[0]}: {error}") from None
-        if done.returncode != 0:
-            raise StepFailed(f"{host.name}: the load balancer's {which} command {words[0]} exited "
+            done = balancer_command(which, host.name, host.data.dict())
+        except BalancerSilent as error:
+            raise StepFailed(f"{host.name}: {error}") from None
+        if done is not None and done.returncode != 0:
+            raise StepFailed(f"{host.name}: the load balancer's {which} command {done.args[0]} exited "
                              f"{done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
 
 
 def off_balancer(name: str, data: dict) -> str | None:
     """Why the site's load balancer sends a serving host no requests, by its status command (None: it sends them,
     or no status command is set). A command that cannot run counts as out: unknown is never taken for in."""
-    settings = settings_of(data)
-    words = settings.upgrade.lb_command("status", name, settings.model.address_for_peers(name))
-    if words is None:
-        return None
     try:
-        done = subprocess.run(words, capture_output=True, text=True, timeout=LB_COMMAND_TIMEOUT_SECONDS)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"the load balancer's status command {words[0]} did not answer: {error}"
-    return None if done.returncode == 0 else f"not behind the load balancer ({words[0]} exited {done.returncode})"
+        done = balancer_command("status", name, data)
+    except BalancerSilent as error:
+        return str(error)
+    return None if done is None or done.returncode == 0 else \
+        f"not behind the load balancer ({done.args[0]} exited {done.returncode})"
 
 
 def pyinfra(run: Run, group: Group, function: str) -> None:
