@@ -2,7 +2,7 @@
 
 import pytest
 
-from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs
+from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs, amdgpu_release
 from k3ops_lab.sim import rocm_smi
 from k3ops_lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
 
@@ -57,3 +57,15 @@ def test_versions_are_read_from_the_files_amd_installs(tmp_path, fact, path, ver
 ])
 def test_a_loaded_amdgpu_differs_from_the_installed_package_only_when_another_build(loaded, installed, differs):
     assert amdgpu_differs(loaded, installed) is differs
+
+
+@pytest.mark.parametrize(("loaded", "installed", "release"), [
+    ("6.14.14", "1:6.14.14.70002-2187269.24.04", "7.0.2"),
+    ("6.12.12", "1:6.12.12.60401-2164967.24.04", "6.4.1"),
+    ("6.10.5", "1:6.10.5.61000-2100000.24.04", "6.10.0"),  # two-digit minor releases
+    ("6.12.12", "1:6.14.14.70002-2187269.24.04", None),  # moved on disk, the kernel still runs the last one
+    (None, "1:6.14.14.70002-2187269.24.04", None),
+    ("6.14.14", None, None),
+])
+def test_the_release_a_host_runs_is_the_installed_amdgpu_dkms_once_the_kernel_loads_it(loaded, installed, release):
+    assert amdgpu_release(loaded, installed) == release

@@ -12,7 +12,7 @@ import pytest
 from k3ops.upgrade.machine import State
 from k3ops.upgrade.record import Rollout
 
-from .upgrade_fleet import BUDGET, NEW, WAY, Fleet, Fleets, cuda_index, kill_points, reboot_points, rolled
+from .upgrade_fleet import WAY, Fleet, Fleets, cuda_index, kill_points, reboot_points, rolled
 
 _clean: dict[str, Fleet] = {}  # the uninterrupted run, once per session
 
@@ -27,8 +27,9 @@ def assert_done(fleet: Fleet, status: int) -> None:
     rollout = Rollout.load(fleet.record_path)
     failures = [entry for group in rollout.groups for entry in group.get("history", []) if entry[1] == State.FAILED]
     assert status == 0 and rollout.status == "done" and not failures, (rollout.record.get("why"), failures)
-    assert fleet.worst <= BUDGET
-    assert {(host.loaded, host.installed) for host in fleet.hosts.values()} == {(NEW, NEW)}
+    _, new, budget = fleet.upgrade
+    assert fleet.worst <= budget
+    assert {(host.loaded, host.installed) for host in fleet.hosts.values()} == {(new, new)}
     assert fleet.out_of_service() == [] and all(host.marker is None for host in fleet.hosts.values())
 
 
@@ -65,3 +66,22 @@ def test_a_controller_killed_inside_a_hosts_reboot_is_resumed_to_done(fleets, wh
     """Bare metal stays down for minutes: the next controller waits for it, its healthy canary never fails."""
     fleet = fleets.new()
     assert_done(fleet, rolled(fleet, reboot_points(clean_run(fleets))[where], whole_group))
+
+
+@pytest.fixture
+def amd_fleets(tmp_path, monkeypatch) -> Fleets:
+    with cuda_index(tmp_path) as repository:
+        yield Fleets(tmp_path, repository, monkeypatch, amd=True)
+
+
+@pytest.mark.parametrize("state", [State.UPGRADING, State.VALIDATING])
+def test_an_amd_fleet_moves_to_a_rocm_release_through_the_same_machine_and_resumes_alike(amd_fleets, state):
+    """`k3ops upgrade rocm`: the same states, budget and resume; a host runs the release once the kernel loads
+    its amdgpu. Killed inside the canary's reboot, and after the engine started in validation."""
+    clean = amd_fleets.new()
+    assert_done(clean, rolled(clean))
+    assert [state for state in WAY if state in clean.states] == list(WAY)
+    where = reboot_points(clean)["first"] if state == State.UPGRADING else kill_points(clean, state)["last"]
+    fleet = amd_fleets.new()
+    assert_done(fleet, rolled(fleet, where, whole_group=False))
+    assert fleet.moves > where

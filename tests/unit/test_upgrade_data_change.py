@@ -18,14 +18,14 @@ def test_the_group_data_assignment_of_the_old_version_is_named_then_written(tmp_
     monkeypatch.chdir(tmp_path)
     fleet = inventory_with(tmp_path, {"hgx.py": 'ssh_user = "root"\nnvidia_driver_version = "580.105.08"  # pinned\n',
                                       "all.py": "ssh_port = 22\n"})
-    said = change(fleet, "580.126.09", {"580.105.08"}, write=False)
+    said = change(fleet, "nvidia_driver_version", "580.126.09", {"580.105.08"}, write=False)
     assert said == [f"{tmp_path}/group_data/hgx.py:2: change 580.105.08 to 580.126.09 (or rerun with --write-data)"]
     assert "580.105.08" in (tmp_path / "group_data" / "hgx.py").read_text()
-    said = change(fleet, "580.126.09", {"580.105.08"}, write=True)
+    said = change(fleet, "nvidia_driver_version", "580.126.09", {"580.105.08"}, write=True)
     assert said == [f"{tmp_path}/group_data/hgx.py:2: 580.105.08 -> 580.126.09 (written)"]
     assert (tmp_path / "group_data" / "hgx.py").read_text() == \
         'ssh_user = "root"\nnvidia_driver_version = "580.126.09"  # pinned\n'
-    assert change(fleet, "580.126.09", {"580.105.08"}, write=True) == [
+    assert change(fleet, "nvidia_driver_version", "580.126.09", {"580.105.08"}, write=True) == [
         f"{tmp_path}/group_data/hgx.py:2: already says 580.126.09"]
 
 
@@ -34,7 +34,7 @@ def test_what_is_set_per_host_or_to_another_version_is_left_to_a_person(tmp_path
     fleet = inventory_with(
         tmp_path, {"lab.py": 'nvidia_driver_version = "570.195.03"\n'},
         inventory='hgx = [("gpu-01", {"nvidia_driver_version": "580.105.08"})]\n')
-    said = change(fleet, "580.126.09", {"580.105.08"}, write=True)
+    said = change(fleet, "nvidia_driver_version", "580.126.09", {"580.105.08"}, write=True)
     assert said == [f"{tmp_path}/fleet.py:1: `hgx = [(\"gpu-01\", {{\"nvidia_driver_version\": \"580.105.08\"}})]`: "
                     "set it to \"580.126.09\" by hand",
                     f"{tmp_path}/group_data/lab.py:1: says 570.195.03, which no upgraded host ran: left as it is"]
@@ -44,6 +44,15 @@ def test_what_is_set_per_host_or_to_another_version_is_left_to_a_person(tmp_path
 def test_a_fleet_on_the_default_version_is_told_where_to_set_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fleet = inventory_with(tmp_path, {"all.py": "ssh_port = 22\n"})
-    assert change(fleet, "580.126.09", {"580.105.08"}, write=True) == [
+    assert change(fleet, "nvidia_driver_version", "580.126.09", {"580.105.08"}, write=True) == [
         f"no file sets nvidia_driver_version (every host takes k3ops' default): add "
         f"`nvidia_driver_version = \"580.126.09\"` to {tmp_path}/group_data/all.py"]
+
+
+def test_a_rocm_rollout_edits_rocm_release(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fleet = inventory_with(tmp_path, {"mi355x.py": 'rocm_release = "6.4.1"\nnvidia_driver_version = "580.105.08"\n'})
+    assert change(fleet, "rocm_release", "7.0.2", {"6.4.1"}, write=True) == [
+        f"{tmp_path}/group_data/mi355x.py:1: 6.4.1 -> 7.0.2 (written)"]
+    assert (tmp_path / "group_data" / "mi355x.py").read_text() == \
+        'rocm_release = "7.0.2"\nnvidia_driver_version = "580.105.08"\n'

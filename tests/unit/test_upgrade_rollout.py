@@ -103,6 +103,22 @@ def test_bad_arguments_are_refused_before_any_host_is_touched(tmp_path, reposito
     assert not record_path(fleet).exists()
 
 
+def test_a_rocm_rollout_moves_the_amd_hosts_to_a_release_their_repositories_list(tmp_path, repository, capsys):
+    source = {"url": repository, "key_url": repository + "key.gpg"}
+    amd = {"hardware_profile": "mi355x8", "rocm_release": "7.0.2", "repositories": {"amdgpu": source, "rocm": source}}
+    fleet = inventory(tmp_path, repository, {"gpu-01": {}, "gpu-02": amd, "gpu-03": amd})
+    status, out, _ = upgrade(capsys, "rocm", fleet, "--to", "7.1.0", "--dry-run")
+    assert status == 0 and "to ROCm 7.1.0: 2 engine groups" in out and "not in the rollout: gpu-01: no AMD GPUs" in out
+    status, _, err = upgrade(capsys, "rocm", fleet, "--to", "7.2.0")
+    assert status == 1 and f"gpu-02: --to 7.2.0: {repository} has no amdgpu-dkms 1:*.70200-*" in err
+    assert f"gpu-03: --to 7.2.0: {repository} has no rocm 7.2.0.* (its 7 releases: 7.0.2.70002-1, 7.1.0.70100-1)" in err
+    status, _, err = upgrade(capsys, "rocm", fleet, "--to", "6.4.1")  # listed, but not for this GPU
+    assert status == 2 and "gpu-02: rocm_release: 6.4.1 does not support the AMD Instinct MI355X" in err
+    status, _, err = upgrade(capsys, "rocm", fleet, "--to", "7.1")
+    assert status == 1 and "--to: '7.1' is not a ROCm release like '7.0.2'" in err
+    assert not record_path(fleet).exists()
+
+
 def test_the_controller_and_hosts_that_may_not_reboot_are_refused(tmp_path, repository, capsys):
     fleet = inventory(tmp_path, repository, {"gpu-01": {"ssh_hostname": "127.0.0.1"},
                                              "gpu-02": {"reboot_policy": "never"}})
@@ -224,7 +240,7 @@ def test_a_host_is_current_only_with_the_driver_and_its_fabric_manager_at_the_re
     from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
     from k3ops.facts.nvidia import NvidiaKernelModule, NvSwitches
     from k3ops.settings import settings_of
-    from k3ops.upgrade.rollout import current
+    from k3ops.upgrade.releases import NVIDIA_DRIVER
 
     from .test_doctor import FactHost
 
@@ -232,7 +248,29 @@ def test_a_host_is_current_only_with_the_driver_and_its_fabric_manager_at_the_re
                      AptPolicyVersion: lambda package: {"installed": installed[package]}})
     spec = settings_of({"hardware_profile": "h200x8", "nvidia_driver_version": "580.126.09",
                         "fabric_manager": "auto" if switches else "off"}).gpu
-    assert current(host, spec, "580.126.09") is is_current
+    assert NVIDIA_DRIVER.current(host, spec, "580.126.09") is is_current
+
+
+@pytest.mark.parametrize(("loaded", "installed", "rocm", "held", "is_current"), [
+    ("6.14.14", "1:6.14.14.70002-2187269.24.04", "7.0.2-56", ["amdgpu-dkms"], True),
+    ("6.12.12", "1:6.14.14.70002-2187269.24.04", "7.0.2-56", ["amdgpu-dkms"], False),  # not rebooted onto it
+    ("6.14.14", "1:6.14.14.70002-2187269.24.04", "6.4.1-83", ["amdgpu-dkms"], False),  # userspace left behind
+    ("6.14.14", "1:6.14.14.70002-2187269.24.04", "7.0.2-56", [], False),  # not held
+    (None, "1:6.14.14.70002-2187269.24.04", "7.0.2-56", ["amdgpu-dkms"], False),  # amdgpu not loaded
+])
+def test_an_amd_host_is_current_only_running_the_releases_amdgpu_with_its_rocm(loaded, installed, rocm, held,
+                                                                                is_current):
+    from k3ops.facts.amd import AmdgpuModule, RocmVersion
+    from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
+    from k3ops.settings import settings_of
+    from k3ops.upgrade.releases import ROCM
+
+    from .test_doctor import FactHost
+
+    host = FactHost({AmdgpuModule: loaded, RocmVersion: rocm, AptHeldPackages: held,
+                     AptPolicyVersion: lambda package: {"installed": {"amdgpu-dkms": installed}[package]}})
+    spec = settings_of({"hardware_profile": "mi355x8", "rocm_release": "7.0.2"}).gpu
+    assert ROCM.current(host, spec, "7.0.2") is is_current
 
 
 def test_the_balancer_is_told_of_a_multi_node_engines_head_only(tmp_path):

@@ -25,6 +25,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from k3ops.deploys.nvidia import release_package_version
+from k3ops.deploys.rocm import release_number
+from k3ops.facts.amd import AmdgpuModule, RocmVersion
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.boot import BootId
 from k3ops.facts.engine import EngineMetrics, EngineState
@@ -50,11 +52,27 @@ EPOCH = 1_796_000_000.0  # the virtual clock's time() at 0
 OLD, NEW = "580.105.08", "580.126.09"
 CLUSTERS = {"h200-a": ["gpu-01", "gpu-02"], "h200-b": ["gpu-03", "gpu-04"], "h200-c": ["gpu-05", "gpu-06"]}
 BUDGET = 2  # --max-unavailable: one 2-node group at a time
+# An AMD fleet: three MI355X hosts, each serving alone, moved between two ROCm releases, each with its amdgpu.
+AMD_OLD, AMD_NEW = "7.0.2", "7.1.0"
+AMDGPU = {AMD_OLD: "6.14.14", AMD_NEW: "6.16.6"}
+AMD_HOSTS = {name: [name] for name in ("gpu-01", "gpu-02", "gpu-03")}
+AMD_BUDGET = 1
 WAY = ("pending", *sorted(IN_FLIGHT, key=list(State).index))  # the states a group passes through, in order
 DIGEST = "sha256:" + "a" * 64
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
-PACKAGES = "".join(f"Package: {name}\nVersion: {version}\nArchitecture: amd64\n"
-                   f"Filename: ./{name}_{version}_amd64.deb\n\n" for name in ("nvidia-driver", "nvidia-open") for version in (f"{OLD}-1", f"{NEW}-1"))
+
+
+def amdgpu_dkms_version(release: str) -> str:
+    return f"1:{AMDGPU[release]}.{release_number(release)}-1"
+
+
+def stanza(name: str, version: str) -> str:
+    return f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
+
+
+PACKAGES = "".join([*(stanza(name, f"{version}-1") for name in ("nvidia-driver", "nvidia-open") for version in (OLD, NEW)),
+                    *(stanza("amdgpu-dkms", amdgpu_dkms_version(release)) for release in AMDGPU),
+                    *(stanza("rocm", f"{release}.{release_number(release)}-1") for release in AMDGPU)])
 
 
 class Killed(BaseException):
@@ -64,8 +82,8 @@ class Killed(BaseException):
 @dataclass
 class Host:
     name: str
-    installed: str  # the driver release installed (and held)
-    loaded: str  # the module's release
+    installed: str  # the release installed (and held)
+    loaded: str  # the release of the loaded module
     boot: int = 1
     up_at: float = 0.0  # answers again from then (a reboot in progress)
     engine_enabled: bool = True
@@ -95,6 +113,7 @@ class Deploy:
 class Fleet:
     hosts: dict[str, Host]
     clusters: dict[str, list[str]]  # each engine group's hosts: it serves whole or not at all
+    upgrade: tuple[str, str, int] = ("driver", NEW, BUDGET)  # `k3ops upgrade` verb, --to, --max-unavailable
     inventory: str = ""  # the fleet's inventory file
     record_path: Path | None = None  # the rollout's record, read to know the state each move was made in
     clock: float = 0.0
@@ -108,8 +127,9 @@ class Fleet:
     deploys: dict[int, Deploy] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, clusters: dict[str, list[str]], version: str) -> Fleet:
-        return cls({name: Host(name, version, version) for names in clusters.values() for name in names}, clusters)
+    def of(cls, clusters: dict[str, list[str]], version: str, upgrade: tuple[str, str, int]) -> Fleet:
+        return cls({name: Host(name, version, version) for names in clusters.values() for name in names}, clusters,
+                   upgrade)
 
     # The controller's moves, and its death.
 
@@ -208,7 +228,7 @@ class Fleet:
         running = [name for deploy in self.deploys.values() if self.process_start(deploy.pid) for name in deploy.hosts
                    if name in hosts]
         assert not running, f"a second deploy started on {running} beside one still running"
-        if function == steps.STAGE_DEPLOY:
+        if function.endswith((".staged_driver", ".staged_release")):
             ends = self.clock + STAGE_SECONDS
         elif all({self.hosts[name].installed, self.hosts[name].loaded} == {version} for name in hosts):
             ends = self.clock + RERUN_SECONDS
@@ -308,8 +328,12 @@ class Remote:
             BootId: lambda: f"boot-{host.boot}",
             NvidiaKernelModule: lambda: {"version": host.loaded},
             NvSwitches: lambda: ["0000:05:00.0"],
+            AmdgpuModule: lambda: AMDGPU[host.loaded],
+            RocmVersion: lambda: f"{host.installed}-1",
             AptHeldPackages: lambda: HeldEverything(),
-            AptPolicyVersion: lambda: {"installed": release_package_version(host.installed)},
+            AptPolicyVersion: lambda: {"installed": amdgpu_dkms_version(host.installed)
+                                       if arguments["package"] == "amdgpu-dkms" else
+                                       release_package_version(host.installed)},
             UnitStates: lambda: {unit: {"active": "active" if running else "inactive"} for unit in arguments["units"]},
             EngineMetrics: lambda: {"requests_running": 0.0, "requests_waiting": 0.0, "kv_cache_usage": 0.0},
             EngineState: lambda: {"ready": fleet.ready(host), "detail": "healthy" if fleet.ready(host) else "starting",
@@ -361,8 +385,8 @@ class HeldEverything:
 
 @contextmanager
 def cuda_index(directory: Path) -> Iterator[str]:
-    """A flat apt repository's index (Packages.gz, the drivers OLD and NEW), served over HTTP on loopback: the
-    controller reads it before a rollout starts."""
+    """A flat apt repository's index (Packages.gz: the drivers OLD and NEW, and the ROCm releases AMD_OLD and
+    AMD_NEW), served over HTTP on loopback: the controller reads it before a rollout starts."""
     served = directory / "repo"
     served.mkdir()
     (served / "Packages.gz").write_bytes(gzip.compress(PACKAGES.encode()))
@@ -375,35 +399,45 @@ def cuda_index(directory: Path) -> Iterator[str]:
 
 
 class Fleets:
-    """New simulated fleets of CLUSTERS on OLD, in one inventory (`repository`: the CUDA index's URL), each with a
-    controller state of its own under `directory`."""
+    """New simulated fleets in one inventory (`repository`: the index's URL), each with a controller state of its own
+    under `directory`: NVIDIA's CLUSTERS on OLD, moved to NEW by `k3ops upgrade driver`, or (`amd`) AMD_HOSTS on ROCm
+    AMD_OLD, moved to AMD_NEW by `k3ops upgrade rocm`."""
 
-    def __init__(self, directory: Path, repository: str, monkeypatch):
-        self.directory, self.monkeypatch, self.made = directory, monkeypatch, 0
-        entries = [(name, {"ssh_hostname": f"192.0.2.{index}", "hardware_profile": "h200x8", "allow_plain_http": True,
-                           "nvidia_driver_version": OLD, "upgrade_soak_seconds": 30,
-                           "repositories": {"cuda": {"url": repository, "key_url": repository + "key.gpg"}},
-                           "model": MODEL, "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST,
-                                                      "cluster": cluster}})
-                   for index, (cluster, name) in enumerate(((cluster, name) for cluster, names in CLUSTERS.items()
-                                                            for name in names), 10)]
+    def __init__(self, directory: Path, repository: str, monkeypatch, amd: bool = False):
+        self.directory, self.monkeypatch, self.made, self.amd = directory, monkeypatch, 0, amd
+        source = {"url": repository, "key_url": repository + "key.gpg"}
+        common = {"allow_plain_http": True, "upgrade_soak_seconds": 30, "model": MODEL}
+        if amd:
+            entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **common, "hardware_profile": "mi355x8",
+                               "rocm_release": AMD_OLD, "repositories": {"amdgpu": source, "rocm": source},
+                               "engine": {"recipe": "vllm-mi355x8", "image_digest": DIGEST}})
+                       for index, name in enumerate(AMD_HOSTS, 10)]
+        else:
+            entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **common, "hardware_profile": "h200x8",
+                               "nvidia_driver_version": OLD, "repositories": {"cuda": source},
+                               "engine": {"recipe": "vllm-h200x8-2node", "image_digest": DIGEST, "cluster": cluster}})
+                       for index, (cluster, name) in enumerate(((cluster, name) for cluster, names in CLUSTERS.items()
+                                                                for name in names), 10)]
         self.inventory = directory / "fleet.py"
-        self.inventory.write_text(f"hgx = {entries!r}\n")
+        self.inventory.write_text(f"gpus = {entries!r}\n")
 
     def new(self) -> Fleet:
         self.made += 1
         self.monkeypatch.setenv("XDG_STATE_HOME", str(self.directory / f"state-{self.made}"))
-        fleet = Fleet.of(CLUSTERS, OLD)
+        fleet = Fleet.of(AMD_HOSTS, AMD_OLD, ("rocm", AMD_NEW, AMD_BUDGET)) if self.amd else \
+            Fleet.of(CLUSTERS, OLD, ("driver", NEW, BUDGET))
         fleet.inventory, fleet.record_path = str(self.inventory), record.record_path(str(self.inventory))
         fleet.install(self.monkeypatch)
         return fleet
 
 
 def rolled(fleet: Fleet, kill_at: int | None = None, whole_group: bool = True) -> int:
-    """`k3ops upgrade driver` to NEW, killed at move `kill_at`; then, if it was, `k3ops upgrade resume`."""
+    """`k3ops upgrade driver|rocm` to the fleet's new release, killed at move `kill_at`; then, if it was,
+    `k3ops upgrade resume`."""
     fleet.kill_at, fleet.whole_group = kill_at, whole_group
+    verb, to, budget = fleet.upgrade
     try:
-        return cli("upgrade", "driver", fleet.inventory, "--to", NEW, "--max-unavailable", str(BUDGET)).returncode
+        return cli("upgrade", verb, fleet.inventory, "--to", to, "--max-unavailable", str(budget)).returncode
     except Killed:
         fleet.revive()
         return cli("upgrade", "resume", fleet.inventory).returncode

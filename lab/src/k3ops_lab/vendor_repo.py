@@ -30,14 +30,15 @@ NCCL_VERSION = "2.28.7-1+cuda13.0"
 NCCL_TESTS_VERSION = "2.17.6-1"
 DOCA_VERSION = "3.1.0"
 OFED_TOOLS_VERSION = "2501mlnx56-1.2501060"
-# ROCm release -> (amdgpu kernel module version, build number)
-ROCM_RELEASES = {"6.4.1": ("6.12.12", "83"), "7.0.2": ("6.14.14", "56")}
-# The RCCL each ROCm release ships (RCCL's changelog: 2.22.3 for ROCm 6.4, 2.26.6 for ROCm 7.0).
-RCCL_VERSIONS = {"6.4.1": "2.22.3", "7.0.2": "2.26.6"}
+# ROCm release -> (amdgpu kernel module version, build number). 7.1.0's two numbers are the lab's own (no capture
+# of a 7.1 host names them): the release a rollout moves an MI355X host to, which 6.4 does not support.
+ROCM_RELEASES = {"6.4.1": ("6.12.12", "83"), "7.0.2": ("6.14.14", "56"), "7.1.0": ("6.16.6", "52")}
+# The RCCL each ROCm release ships (RCCL's changelog: 2.22.3 for ROCm 6.4, 2.26.6 for ROCm 7.0, 2.27.7 for 7.1).
+RCCL_VERSIONS = {"6.4.1": "2.22.3", "7.0.2": "2.26.6", "7.1.0": "2.27.7"}
 # The rccl-tests build of each release, which its report names: the 6.4 one prints "rccl-tests: Version
 # <branch>:<commit>" (as the real MI355X capture), the 7.0 one is merged with nccl-tests 2.17 and prints
 # "# rccl-tests version 2.17.9-<branch>:<commit>" (the simulator adds the commit).
-RCCL_TESTS_BUILDS = {"6.4.1": "rocm-6.4.1", "7.0.2": "2.17.9-rocm-7.0.2"}
+RCCL_TESTS_BUILDS = {"6.4.1": "rocm-6.4.1", "7.0.2": "2.17.9-rocm-7.0.2", "7.1.0": "2.17.9-rocm-7.1.0"}
 # What the tests' binaries link besides NCCL/RCCL: Debian's OpenMPI (they are built with MPI=1). The
 # simulators themselves gather their ranks with mpi4py, so the packages also need python3-mpi4py.
 MPI_DEPENDS = "libopenmpi3, python3-mpi4py"

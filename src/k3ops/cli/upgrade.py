@@ -1,4 +1,4 @@
-"""`k3ops upgrade driver|status|resume|abort`: a rolling, resumable driver upgrade of a serving fleet."""
+"""`k3ops upgrade driver|rocm|status|resume|abort`: a rolling, resumable driver upgrade of a serving fleet."""
 
 from __future__ import annotations
 
@@ -10,24 +10,28 @@ STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
 
 
 def register(verbs) -> None:
+    from ..upgrade.releases import NVIDIA_DRIVER, ROCM
+
     upgrade = verbs.add_parser("upgrade", help="move a serving fleet to another driver, an engine group at a time")
     commands = upgrade.add_subparsers(dest="upgrade_command", required=True)
-    driver = commands.add_parser("driver", help="plan and run a rolling NVIDIA driver upgrade (or rollback)")
-    driver.add_argument("inventory")
-    driver.add_argument("--to", required=True, metavar="VERSION", help="the exact driver release, like 580.126.09")
-    driver.add_argument("--canary", type=int, default=1, metavar="N",
-                        help="groups upgraded (and soaked) first, alone (default 1)")
-    driver.add_argument("--max-unavailable", default="1", metavar="N|P%",
-                        help="hosts out of service at once, counting hosts already out (default 1)")
-    driver.add_argument("--max-failures", type=int, default=0, metavar="N",
-                        help="failed groups tolerated before the rollout halts (default 0: the first halts it)")
-    add_limit_flag(driver, "every NVIDIA host; whole engine groups")
-    driver.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
-    add_write_data_flag(driver)
-    driver.add_argument("--take-over", action="append", default=[], metavar="ROLLOUT",
-                        help="treat hosts marked by this dead rollout (its id, from the marker or the doctor) as "
-                             "this rollout's own, instead of holding them (repeatable)")
-    driver.set_defaults(handler=start)
+    for release, what in ((NVIDIA_DRIVER, "a rolling NVIDIA driver upgrade (or rollback)"),
+                          (ROCM, "a rolling ROCm release change, amdgpu with it (or rollback)")):
+        command = commands.add_parser(release.kind, help=f"plan and run {what}")
+        command.add_argument("inventory")
+        command.add_argument("--to", required=True, metavar="VERSION", help=f"the release: {release.example}")
+        command.add_argument("--canary", type=int, default=1, metavar="N",
+                             help="groups upgraded (and soaked) first, alone (default 1)")
+        command.add_argument("--max-unavailable", default="1", metavar="N|P%",
+                             help="hosts out of service at once, counting hosts already out (default 1)")
+        command.add_argument("--max-failures", type=int, default=0, metavar="N",
+                             help="failed groups tolerated before the rollout halts (default 0: the first halts it)")
+        add_limit_flag(command, f"every {release.vendor_name} host; whole engine groups")
+        command.add_argument("--dry-run", action="store_true", help="print the plan (groups, order, batches) and stop")
+        add_write_data_flag(command)
+        command.add_argument("--take-over", action="append", default=[], metavar="ROLLOUT",
+                             help="treat hosts marked by this dead rollout (its id, from the marker or the doctor) as "
+                                  "this rollout's own, instead of holding them (repeatable)")
+        command.set_defaults(handler=start, release=release)
     status = commands.add_parser("status", help="the recorded rollout: each group's state")
     status.add_argument("inventory", nargs="?")
     add_json_flag(status)
@@ -45,15 +49,16 @@ def register(verbs) -> None:
 
 def add_write_data_flag(command) -> None:
     command.add_argument("--write-data", action="store_true",
-                         help="once every group is done, set nvidia_driver_version in the group_data file that sets "
-                              "it (without: the exact change is printed)")
+                         help="once every group is done, set the release (nvidia_driver_version, rocm_release) in the "
+                              "group_data file that sets it (without: the exact change is printed)")
 
 
 def start(args) -> int:
     from ..upgrade.rollout import new_rollout, planned, run_rollout
 
     adopted = taken_over(args.take_over)
-    rollout = new_rollout(args.inventory, args.to, args.canary, args.max_unavailable, args.max_failures, args.limit)
+    rollout = new_rollout(args.inventory, args.release, args.to, args.canary, args.max_unavailable, args.max_failures,
+                          args.limit)
     print(plan_text(rollout, planned(rollout)))
     if args.dry_run:
         return 0
@@ -73,8 +78,10 @@ def taken_over(ids: list[str]) -> list[str]:
 
 
 def plan_text(rollout, batches: list[list[dict]]) -> str:
+    from ..upgrade.releases import of
+
     record = rollout.record
-    lines = [f"rollout of {record['inventory']} to NVIDIA driver {record['to']}: {len(rollout.groups)} engine groups, "
+    lines = [f"rollout of {record['inventory']} to {of(record).label} {record['to']}: {len(rollout.groups)} engine groups, "
              f"at most {record['budget']} hosts out of service at once (--max-unavailable {record['max_unavailable']}"
              f", counting hosts already out), halting after {record['max_failures'] + 1} failed groups"]
     for number, batch in enumerate(batches, 1):
@@ -116,6 +123,7 @@ def resume(args) -> int:
 def abort(args) -> int:
     from ..upgrade.machine import OUT_OF_SERVICE
     from ..upgrade.record import RUNNING, Rollout, unfinished
+    from ..upgrade.releases import of
     from ..upgrade.rollout import request_abort
 
     rollout = unfinished(args.inventory)
@@ -126,6 +134,6 @@ def abort(args) -> int:
     out = [f"{group['name']} ({', '.join(group['hosts'])}): {group['state']}" for group in rollout.groups
            if group["state"] in OUT_OF_SERVICE]
     print(f"rollout of {rollout.record['inventory']} aborted"
-          + ("; out of service and marked, until a person returns them (`k3ops upgrade driver INVENTORY --to "
-             f"VERSION --limit HOSTS` moves them on or back): {'; '.join(out)}" if out else ""))
+          + ("; out of service and marked, until a person returns them (`k3ops upgrade {of(rollout.record).kind} "
+             f"INVENTORY --to VERSION --limit HOSTS` moves them on or back): {'; '.join(out)}" if out else ""))
     return 0

@@ -9,13 +9,11 @@ only where allowed), then start the services that need the driver and hand the G
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import DeployError, deploy
-from pyinfra.facts.systemd import SystemdStatus
+from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from ..facts.memo import remembered
 from ..facts.nvidia import NvidiaKernelModule
-from ..onhost.layout import ENGINE_UNIT
 from ..operations import owned_files, packages, units
 from ..operations import nvidia as nvidia_operations
 from ..settings import host_settings
@@ -24,7 +22,7 @@ from ..vendor_units import DCGM, DOCKER, PERSISTENCED
 from . import rendered
 from .gpudirect import gpudirect_rdma
 from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager
-from .reboot import reboot_if_needed
+from .reboot import reboot_if_needed, refuse_release_change_while_serving
 from .secure_boot import refuse_unsigned_modules
 from .repositories import signed_repository
 
@@ -64,19 +62,6 @@ def dcgm_packages(spec: GpuHostSpec) -> list[str]:
     return [f"datacenter-gpu-manager-4-cuda{spec.required_cuda.split('.')[0]}", "datacenter-gpu-manager-4-core"]
 
 
-def refuse_driver_change_while_serving(spec: GpuHostSpec, running: str | None) -> None:
-    """A driver change reboots the host, and a plain deploy reboots every host it runs on at once: on a host
-    whose engine serves, it goes through `k3ops upgrade driver`, which drains a group at a time first."""
-    if running is None or running == spec.nvidia_driver_version or not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
-        return
-    raise DeployError(
-        f"{host.name}: runs NVIDIA driver {running} and serves ({ENGINE_UNIT} is running); this deploy would move it "
-        f"to {spec.nvidia_driver_version} (nvidia_driver_version) and reboot it together with every other host it "
-        f"runs on. Roll a serving fleet a group at a time: `k3ops upgrade driver INVENTORY --to "
-        f"{spec.nvidia_driver_version}`; or, after such a rollout, set nvidia_driver_version = '{running}' in the "
-        "inventory")
-
-
 def staged_packages(spec: GpuHostSpec) -> list[str]:
     """`name=version` of the driver release and of the fabric packages that move with it."""
     names = driver_packages(spec) + fabric_packages(spec, wants_fabric_manager(spec))
@@ -114,7 +99,8 @@ def nvidia() -> None:
     fabric_manager = wants_fabric_manager(spec)
 
     loaded = remembered(NvidiaKernelModule)
-    refuse_driver_change_while_serving(spec, (loaded or {}).get("version"))
+    refuse_release_change_while_serving((loaded or {}).get("version"), spec.nvidia_driver_version,
+                                        "NVIDIA driver", "nvidia_driver_version", "driver")
 
     driver = packages.held_at(
         name=f"Install NVIDIA driver {spec.nvidia_driver_version} ({spec.nvidia_kernel_modules} modules)",

@@ -9,13 +9,27 @@ from functools import cache
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand
+from pyinfra.api import DeployError, QuoteString, StringCommand
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import python, server
 
+from ..onhost.layout import ENGINE_UNIT
 from ..settings.host import GpuHostSpec
 from ..ssh_liveness import watch_connection
 
 LOCAL_ROUTE = ["/32", "host", "LOCAL"]  # /proc/net/fib_trie's line under each address of this machine's
+
+
+def refuse_release_change_while_serving(running: str | None, wanted: str, label: str, setting: str, verb: str) -> None:
+    """A driver release change reboots the host, and a plain deploy reboots every host it runs on at once: on a host
+    whose engine serves, it goes through `k3ops upgrade VERB`, which drains a group at a time first."""
+    if running is None or running == wanted or not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
+        return
+    raise DeployError(
+        f"{host.name}: runs {label} {running} and serves ({ENGINE_UNIT} is running); this deploy would move it "
+        f"to {wanted} ({setting}) and reboot it together with every other host it runs on. Roll a serving fleet "
+        f"a group at a time: `k3ops upgrade {verb} INVENTORY --to {wanted}`; or, after such a rollout, set "
+        f"{setting} = '{running}' in the inventory")
 
 
 def is_controller(target=host) -> bool:

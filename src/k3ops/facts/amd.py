@@ -74,6 +74,16 @@ def amdgpu_differs(loaded: str | None, installed: str | None) -> bool:
     return bool(loaded and installed) and not installed.split(":")[-1].startswith(loaded + ".")
 
 
+def amdgpu_release(loaded: str | None, installed: str | None) -> str | None:
+    """The ROCm release whose amdgpu the kernel runs: the installed amdgpu-dkms's (1:6.14.14.70002-2187269 is
+    ROCm 7.0.2's), when the loaded module is that package's build; None when amdgpu is not loaded, or the loaded
+    one is another build (the package moved, the host has not rebooted)."""
+    if not loaded or not installed or amdgpu_differs(loaded, installed):
+        return None
+    number = int(installed.split(":")[-1].split("-")[0].rsplit(".", 1)[-1])
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
 class RocmVersion(FactBase[str | None]):
     """
     Returns the installed ROCm release, ``None`` when ROCm is not installed:

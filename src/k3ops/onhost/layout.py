@@ -29,6 +29,8 @@ STATE_DIR = "/var/lib/k3ops"
 USERS_HOME = f"{STATE_DIR}/home"
 # Where a deploy stages a file before its owner writes it in place: root 0700.
 UPLOAD_DIR = f"{STATE_DIR}/upload"
+# A private apt configuration (sources, pins, lists) for the ROCm release a rollout stages: root's.
+STAGED_APT_DIR = f"{STATE_DIR}/staged-apt"
 
 PEER_USER = "k3ops-peer"  # peers log in as this user to copy the model cache, read-only
 PEER_KEY_NAME = "k3ops-peers"  # the fleet's peer-copy key, in the service user's ~/.ssh

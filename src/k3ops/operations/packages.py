@@ -3,6 +3,9 @@ staging."""
 
 from __future__ import annotations
 
+import shlex
+from fnmatch import fnmatchcase
+
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.api.operation import OperationMeta
@@ -16,6 +19,13 @@ from k3ops.facts.memo import remembered
 
 UPDATE_ATTEMPTS = 3
 UPDATE_ATTEMPT_SECONDS = 300
+
+
+def bounded_update(*options: str) -> str:
+    """`apt-get update`, each attempt bounded in time and retried: a mirror or proxy that stops answering (seen in
+    the lab: apt-get update waiting for good) fails the attempt, not every later operation on the host."""
+    attempt = shlex.join(["timeout", "--kill-after=10", str(UPDATE_ATTEMPT_SECONDS), "apt-get", *options, "update"])
+    return " || ".join([attempt] * UPDATE_ATTEMPTS)
 
 
 @operation()
@@ -123,14 +133,14 @@ def update(cache_time: int | None = None, sources: list[OperationMeta] | None = 
         packages.update(name="Refresh apt lists older than an hour", cache_time=3600)
     """
 
-    bounded = f"timeout --kill-after=10 {UPDATE_ATTEMPT_SECONDS} apt-get update"
+    bounded = bounded_update()
     if any(source.did_change() if source.is_complete() else source.will_change for source in sources or ()):
-        yield " || ".join([bounded] * UPDATE_ATTEMPTS)
+        yield bounded
         if cache_time:
             yield f"touch {apt.APT_UPDATE_FILENAME}"  # the age cache_time reads, as apt.update keeps it
         return
     for command in apt.update._inner(cache_time=cache_time):
-        yield " || ".join([bounded] * UPDATE_ATTEMPTS) if command == "apt-get update" else command
+        yield bounded if command == "apt-get update" else command
 
 
 @operation()
@@ -162,3 +172,45 @@ def downloaded(packages: list[str]):
     yield StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "--download-only", "-y",
                         "--no-install-recommends", "--allow-downgrades", "--allow-change-held-packages",
                         *(QuoteString(wanted) for wanted in missing))
+
+
+@operation()
+def downloaded_from(packages: dict[str, str], directory: str):
+    """
+    Download packages at the versions a private apt configuration pins, without installing them and without
+    touching the host's own sources, pins or package cache: a rollout stages another ROCm release, whose
+    repositories the host does not use until its deploy moves it there.
+
+    + packages: each package's name and the version pattern (a glob, as apt's pins write it) that counts as
+      staged or installed
+    + directory: holds the private ``sources.list`` and ``preferences``, and apt's lists for them
+
+    **Example:**
+
+    .. code:: python
+
+        packages.downloaded_from(
+            name="Stage ROCm 7.1.0",
+            packages={"amdgpu-dkms": "1:*.70100-*", "rocm": "7.1.0.*"},
+            directory="/var/lib/k3ops/staged-apt",
+        )
+    """
+
+    ready = host.get_fact(AptArchives)
+    installed = remembered(DebPackages)
+    missing = [name for name, pattern in packages.items()
+               if not any(fnmatchcase(staged, f"{name}={pattern}") for staged in ready)
+               and not any(fnmatchcase(version, pattern) for version in installed.get(name, []))]
+    if not missing:
+        host.noop(f"{', '.join(packages)} already staged or installed")
+        return
+    options = [f"Dir::Etc::SourceList={directory}/sources.list", f"Dir::Etc::SourceParts={directory}/parts",
+               f"Dir::Etc::Preferences={directory}/preferences", f"Dir::Etc::PreferencesParts={directory}/parts",
+               f"Dir::State::Lists={directory}/lists",
+               "Dir::Cache::pkgcache=", "Dir::Cache::srcpkgcache="]  # the host's own cache is built from its lists
+    flags = [word for option in options for word in ("-o", option)]
+    yield StringCommand("mkdir", "-p", QuoteString(f"{directory}/parts"), QuoteString(f"{directory}/lists/partial"))
+    yield bounded_update(*flags)
+    yield StringCommand("DEBIAN_FRONTEND=noninteractive", "apt-get", *(QuoteString(flag) for flag in flags), "install",
+                        "--download-only", "-y", "--no-install-recommends", "--allow-downgrades",
+                        "--allow-change-held-packages", *(QuoteString(name) for name in missing))

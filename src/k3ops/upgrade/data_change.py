@@ -1,6 +1,6 @@
-"""The inventory's data after a rollout: where `nvidia_driver_version` is set, the exact edit that makes it say
-what the fleet now runs, and (`--write-data`) that edit made, so that the next plain deploy agrees with the
-fleet instead of being refused on every serving host.
+"""The inventory's data after a rollout: where its release's setting (`nvidia_driver_version`, `rocm_release`) is
+set, the exact edit that makes it say what the fleet now runs, and (`--write-data`) that edit made, so that the
+next plain deploy agrees with the fleet instead of being refused on every serving host.
 
 Only a group_data file's top-level assignment of one of the versions the hosts ran is rewritten; a value set
 per host in the inventory, or anything computed, is named for a person to change.
@@ -12,8 +12,10 @@ import os
 import re
 from pathlib import Path
 
-SETTING = "nvidia_driver_version"
-ASSIGNMENT = re.compile(rf"^{SETTING}\s*=\s*(?P<quote>[\"'])(?P<value>[^\"'\n]*)(?P=quote)\s*(?:#.*)?$")
+
+def assignment_of(setting: str) -> re.Pattern:
+    """A group_data file's top-level `setting = "value"` line."""
+    return re.compile(rf"^{setting}\s*=\s*(?P<quote>[\"'])(?P<value>[^\"'\n]*)(?P=quote)\s*(?:#.*)?$")
 
 
 def data_files(inventory: str) -> list[Path]:
@@ -23,22 +25,22 @@ def data_files(inventory: str) -> list[Path]:
     return [path, *(data for folder in folders if folder.is_dir() for data in sorted(folder.glob("*.py")))]
 
 
-def lines_setting_version(inventory: str) -> list[tuple[Path, int, str]]:
+def lines_setting(inventory: str, setting: str) -> list[tuple[Path, int, str]]:
     """Every line that names the setting: (file, line number, the line)."""
     return [(path, number, line) for path in data_files(inventory)
-            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if SETTING in line]
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if setting in line]
 
 
-def change(inventory: str, to: str, ran: set[str], write: bool) -> list[str]:
-    """What to change (or, with `write`, what was changed) for the inventory's data to say `to`; `ran`: the
-    versions the upgraded hosts ran before."""
-    found = lines_setting_version(inventory)
+def change(inventory: str, setting: str, to: str, ran: set[str], write: bool) -> list[str]:
+    """What to change (or, with `write`, what was changed) for the inventory's data to say `setting = to`; `ran`:
+    the versions the upgraded hosts ran before."""
+    found = lines_setting(inventory, setting)
     if not found:
         groups = Path(inventory).resolve().parent / "group_data" / "all.py"
-        return [f"no file sets {SETTING} (every host takes k3ops' default): add `{SETTING} = \"{to}\"` to {groups}"]
+        return [f"no file sets {setting} (every host takes k3ops' default): add `{setting} = \"{to}\"` to {groups}"]
     said = []
     for path, number, line in found:
-        assignment = ASSIGNMENT.match(line)
+        assignment = assignment_of(setting).match(line)
         if assignment is None or path.parent.name != "group_data":
             said.append(f"{path}:{number}: `{line.strip()}`: set it to \"{to}\" by hand")
         elif assignment["value"] == to:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .machine import GROUP_KEYS, Group, State
+from .releases import NVIDIA_DRIVER, RELEASES
 
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
@@ -191,6 +192,8 @@ def incomplete(record) -> str | None:
     missing = sorted({key for group in record["groups"] for key in GROUP_KEYS if key not in group})
     if missing:
         return "a group without " + ", ".join(missing)
+    if record.get("release", NVIDIA_DRIVER.kind) not in RELEASES:
+        return f"release {record['release']!r} is none of {', '.join(RELEASES)}"
     unknown = sorted({str(group["state"]) for group in record["groups"]} - set(State))
     return "a group in no state of a rollout: " + ", ".join(unknown) if unknown else None
 

@@ -1,5 +1,6 @@
-"""A rolling driver upgrade: planned and refused before any host is touched, then batch after batch, each
-group through drain, upgrade, reboot, validation and soak, recorded at every step so that it resumes.
+"""A rolling driver upgrade (an NVIDIA driver, or a ROCm release with its amdgpu: releases.py): planned and
+refused before any host is touched, then batch after batch, each group through drain, upgrade, reboot, validation
+and soak, recorded at every step so that it resumes.
 
 A failed group keeps its slot (its hosts stay out of service, marked failed) and counts against the failure
 budget; past it, the rollout halts. `resume` retries failed groups from the step they failed at.
@@ -11,57 +12,49 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..deploys.nvidia import package_version, release_package_version
-from ..deploys.nvlink import fabric_manager_package
 from ..deploys.reboot import is_controller
-from ..facts.apt import AptHeldPackages, AptPolicyVersion
 from ..facts.engine import EngineState
 from ..facts.maintenance import MaintenanceMarker
-from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..inventory import SshTarget, selected
 from ..maintenance import foreign, owner
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
-from ..settings.host import DRIVER_VERSION
 from . import data_change, plan, steps
 from .machine import ALREADY_THERE, IN_FLIGHT, ROLLED_BACK_AT, STEPS, TRANSITIONS, Group, State, retried_at
 from .record import ABORTED, DONE, HALTED, RUNNING, UNFINISHED, Rollout, exclusive, inventory_digest, new_id, now, \
     record_path
-from .versions import published_versions
-
-DRIVER_PACKAGE = "nvidia-driver"
+from .releases import Release
 
 
-def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_failures: int,
+def new_rollout(inventory: str, release: Release, to: str, canary: int, max_unavailable: str, max_failures: int,
                 limit: list[str] | None) -> Rollout:
     """The rollout's record, every argument and host checked first: nothing is connected to here."""
-    if not DRIVER_VERSION.fullmatch(to):
-        raise ValueError(f"--to: {to!r} is not an exact driver version like '580.126.09'")
+    if release.refused(to):
+        raise ValueError(release.refused(to))
     if max_failures < 0:
         raise ValueError("--max-failures: give 0 (halt at the first failure) or more")
-    over = {"nvidia_driver_version": to}
-    chosen = selected(inventory, limit, over)  # every host's data, at the new version, validated
+    chosen = selected(inventory, limit, release.data(to))  # every host's data, at the new version, validated
     fleet = [(host.name, host.data.dict()) for host in chosen[0].inventory] if chosen else []
-    nvidia = [host for host in chosen if host_settings(host).gpu.gpu_vendor == "nvidia"]
-    skipped = [f"{host.name}: no NVIDIA GPUs" for host in chosen if host not in nvidia]
-    if not nvidia:
-        raise ValueError(f"no NVIDIA GPU host of {inventory} is selected: nothing to upgrade")
+    moving = [host for host in chosen if host_settings(host).gpu.gpu_vendor == release.vendor]
+    skipped = [f"{host.name}: no {release.vendor_name} GPUs" for host in chosen if host not in moving]
+    if not moving:
+        raise ValueError(f"no {release.vendor_name} GPU host of {inventory} is selected: nothing to upgrade")
     refusals = [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
-                for host in nvidia if is_controller(host)]
+                for host in moving if is_controller(host)]
     refusals += [f"{host.name}: reboot_policy is 'never', and a new driver needs a reboot"
-                 for host in nvidia if host_settings(host).gpu.reboot_policy != "allowed"]
-    names = {host.name for host in nvidia}
+                 for host in moving if host_settings(host).gpu.reboot_policy != "allowed"]
+    names = {host.name for host in moving}
     groups = plan.engine_groups([(name, data) for name, data in fleet if name in names
                                  or settings_of(data).engine.engine is not None])
     refusals += [f"engine group {group.name}: --limit selects {', '.join(h for h in group.hosts if h in names)} but "
                  f"not {', '.join(h for h in group.hosts if h not in names)}; a multi-node engine moves whole"
                  for group in groups if names & set(group.hosts) and not set(group.hosts) <= names]
     groups = [group for group in groups if set(group.hosts) <= names]
-    allowed = plan.budget(max_unavailable, len(nvidia))
+    allowed = plan.budget(max_unavailable, len(moving))
     refusals += plan.oversized(groups, allowed)
     if not 0 <= canary <= len(groups):
         refusals.append(f"--canary: {canary} groups, but the rollout has {len(groups)}")
-    refusals += unpublished(nvidia, to)
+    refusals += release.unpublished(moving, to)
     if refusals:
         raise ValueError("refused before touching any host:\n  " + "\n  ".join(refusals))
     path = record_path(inventory)
@@ -71,34 +64,13 @@ def new_rollout(inventory: str, to: str, canary: int, max_unavailable: str, max_
                          "`k3ops upgrade resume` or `k3ops upgrade abort` it first")
     # The digest pins the inventory that `resume` executes to the one this rollout planned with.
     record = {"id": new_id(), "inventory": str(Path(inventory).resolve()),
-              "inventory_sha256": inventory_digest(inventory), "to": to, "canary": canary,
+              "inventory_sha256": inventory_digest(inventory), "release": release.kind, "to": to, "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
               "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
                           "state": State.PENDING, "to": to, "detail": "", "failures": 0}
                          for index, group in enumerate(groups)]}
     return Rollout(path, record)
-
-
-def unpublished(hosts: list, to: str) -> list[str]:
-    """Hosts whose CUDA repository does not list the driver release (read once per repository)."""
-    problems, listed = [], {}
-    for host in hosts:
-        spec = host_settings(host).gpu
-        repository = spec.repository("cuda")
-        if repository.url not in listed:
-            try:
-                listed[repository.url] = published_versions(repository, DRIVER_PACKAGE)
-            except ValueError as error:
-                listed[repository.url] = error
-        found = listed[repository.url]
-        if isinstance(found, ValueError):
-            problems.append(f"{host.name}: --to {to}: {found}")
-        elif package_version(spec) not in found:
-            branch = sorted(version for version in found if version.startswith(to.split(".")[0] + "."))
-            problems.append(f"{host.name}: --to {to}: {repository.url} has no {DRIVER_PACKAGE} {package_version(spec)}"
-                            f" (its {to.split('.')[0]} releases: {', '.join(branch) or 'none'})")
-    return problems
 
 
 def planned(rollout: Rollout) -> list[list[Group]]:
@@ -128,8 +100,8 @@ def observe(run: steps.Run) -> dict[str, dict]:
     def look(remote) -> dict:
         seen = {"marker": remote.get_fact(MaintenanceMarker), "out": None, "off_balancer": None}
         data = remote.data
-        seen["current"] = remote.name in ours and current(
-            remote, settings_of({**data, **steps.version_data({"to": wanted})}).gpu, wanted)
+        seen["current"] = remote.name in ours and run.release.current(
+            remote, settings_of({**data, **run.release.data(wanted)}).gpu, wanted)
         if seen["marker"] is not None:
             seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {owner(seen['marker'])})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
@@ -148,18 +120,6 @@ def served_model(data: dict) -> str | None:
     """The model a host's engine serves (None: it serves none)."""
     settings = settings_of(data)
     return settings.model.model.name if settings.engine.engine is not None and settings.model.model else None
-
-
-def current(remote, spec, wanted: str) -> bool:
-    """Whether the host runs the rollout's driver already: the module loaded, and the driver and the fabric manager
-    it needs (which moves with the driver) installed at the release and held."""
-    moving = [DRIVER_PACKAGE]
-    if spec.fabric_manager_wanted(bool(remote.get_fact(NvSwitches))):
-        moving.append(fabric_manager_package(spec))
-    held = remote.get_fact(AptHeldPackages)
-    return (remote.get_fact(NvidiaKernelModule) or {}).get("version") == wanted and all(
-        remote.get_fact(AptPolicyVersion, package=package)["installed"] == release_package_version(wanted)
-        and package in held for package in moving)
 
 
 def hold_hand_drained(run: steps.Run, seen: dict[str, dict]) -> None:
@@ -353,7 +313,8 @@ def finish(run: steps.Run, status: str, why: str) -> int:
         run.say(f"every upgraded host runs {record['to']}: the inventory's data must say so (a deploy of the old "
                 "value is refused on serving hosts):")
         ran = {version for group in run.rollout.groups for version in (group.get("from") or {}).values()}
-        for line in data_change.change(record["inventory"], record["to"], ran, record.get("write_data", False)):
+        for line in data_change.change(record["inventory"], run.release.setting, record["to"], ran,
+                                       record.get("write_data", False)):
             run.say(f"  {line}")
     return 0 if status == DONE else 1
 

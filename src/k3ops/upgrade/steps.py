@@ -1,7 +1,7 @@
 """What each state of a group's upgrade does to its hosts. Every step can run again (a resumed rollout reruns
 the step it was in): each reads the hosts' state first and does only what is left.
 
-The hosts are reached as the status commands reach them (k3ops.remote), with the group's driver version laid
+The hosts are reached as the status commands reach them (k3ops.remote), with the group's release (releases.py) laid
 over the inventory's data (`pyinfra --data`), so the deploy, the host checks, the fabric check and the doctor
 all judge the host against the version it is moving to.
 """
@@ -27,9 +27,7 @@ from ..doctor.diagnose import run_doctor
 from ..engines.units import engine_urls
 from ..facts.boot import BootId
 from ..facts.engine import EngineMetrics, EngineState
-from ..facts.gpu_health import DcgmDiag, diag_failures
 from ..facts.maintenance import MaintenanceMarker
-from ..facts.nvidia import NvidiaKernelModule
 from ..facts.units import UnitStates
 from ..inventory import SshTarget, selected
 from ..maintenance import compare_and_set, foreign, marker, owner
@@ -38,15 +36,12 @@ from ..onhost import layout
 from ..owned_files import replace_with
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
-from ..vendor_units import DCGM, FABRIC_MANAGER, PERSISTENCED
+from . import releases
 from .machine import Group, State, serves
 from .record import Rollout, now
+from .releases import Release
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
-STAGE_DEPLOY = "k3ops.deploys.nvidia.staged_driver"
-HOST_CHECKS_MODULE = "test_nvidia.py"  # the driver's host checks
-# Stopped for the driver to change: everything that holds the GPUs open (a loaded module cannot be replaced).
-GPU_SERVICES = tuple(f"{unit}.service" for unit in (DCGM, PERSISTENCED, FABRIC_MANAGER))
 DEPLOY_TIMEOUT_SECONDS = 3 * 3600
 # A marker is believed for as long as its state's step may take (marker_seconds), and this much more.
 MARKER_GRACE_SECONDS = 900
@@ -82,12 +77,16 @@ class Run:
         key = (tuple(group["hosts"]), group["to"])
         with self.lock:
             if key not in self.loaded:
-                self.loaded[key] = selected(self.inventory, list(group["hosts"]), version_data(group))
+                self.loaded[key] = selected(self.inventory, list(group["hosts"]), self.release.data(group["to"]))
             return self.loaded[key]
 
     @property
     def inventory(self) -> str:
         return self.rollout.record["inventory"]
+
+    @property
+    def release(self) -> Release:
+        return releases.of(self.rollout.record)
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -110,11 +109,6 @@ class Run:
             if self.rollout.abort_flag.exists():
                 raise Aborted()
             time.sleep(min(1.0, max(ends - time.monotonic(), 0)))
-
-
-def version_data(group: Group) -> dict:
-    """The data laid over the inventory's for this group: the driver it moves to."""
-    return {"nvidia_driver_version": group["to"]}
 
 
 def on_group(run: Run, group: Group, action) -> dict:
@@ -148,7 +142,7 @@ def write_marker(run: Run, remote, group: Group, state: State, detail: str = "")
     if foreign(read, run.rollout.owns):
         raise StepFailed(f"{remote.name}: taken out of service by {owner(read)} during the rollout "
                          f"({read.get('reason', '?')}): left to them, never overwritten")
-    found = marker(f"driver upgrade to {group['to']}", state, group.get("marked") or now(),
+    found = marker(f"{run.release.label} upgrade to {group['to']}", state, group.get("marked") or now(),
                    marker_seconds(run, group, state), rollout=run.rollout.id, controller=run.controller,
                    group=group["name"], **({"detail": detail} if detail else {}))
     remote.check_output(compare_and_set(read, replace_with(layout.MAINTENANCE_MARKER, f"{json.dumps(found)}\n",
@@ -225,8 +219,7 @@ def pyinfra(run: Run, group: Group, function: str) -> None:
     run it; its output goes to the rollout's log. It runs in a session of its own, its process recorded with
     the group: a controller that dies leaves it running, and the next one waits for it (`awaited`) instead of
     starting a second deploy on the same hosts."""
-    command = [sys.executable, "-m", "pyinfra", "-y", run.inventory, function,
-               "--data", f"nvidia_driver_version={json.dumps(group['to'])}"]
+    command = [sys.executable, "-m", "pyinfra", "-y", run.inventory, function, *data_flag(run, group)]
     for host in group["hosts"]:
         command += ["--limit", host]
     awaited(run, group)
@@ -251,6 +244,11 @@ def pyinfra(run: Run, group: Group, function: str) -> None:
             log.seek(began)
             tail = [ANSI.sub("", line) for line in log.read().splitlines() if line.strip()][-OUTPUT_LINES:]
         raise StepFailed(f"{function} exited {status} (log: {run.log}): " + " | ".join(tail))
+
+
+def data_flag(run: Run, group: Group) -> list[str]:
+    """pyinfra's `--data` that lays the group's release over the inventory's (a JSON value: pyinfra parses it)."""
+    return ["--data", f"{run.release.setting}={json.dumps(group['to'])}"]
 
 
 def process_start(pid: int) -> str | None:
@@ -280,8 +278,8 @@ def awaited(run: Run, group: Group) -> None:
 
 
 def stage(run: Run, group: Group) -> None:
-    """Download the new driver's packages on the group's hosts while they still serve."""
-    pyinfra(run, group, STAGE_DEPLOY)
+    """Download the new release's packages on the group's hosts while they still serve."""
+    pyinfra(run, group, run.release.stage_deploy)
 
 
 @serves(State.DRAINING)
@@ -363,17 +361,17 @@ def stop_engine(remote) -> None:
 @serves(State.STOPPED)
 def stop(run: Run, group: Group) -> str:
     """Stop the engine (kept from starting at boot until the group validates) and what holds the GPUs; the
-    driver each host runs is recorded, for a rollback."""
+    release each host runs is recorded, for a rollback."""
     def stop_host(remote, data):
         write_marker(run, remote, group, State.STOPPED)
         stop_engine(remote)
-        remote.check_output(units_present(GPU_SERVICES) + "systemctl stop \"$unit\"; done")
-        return (remote.get_fact(NvidiaKernelModule) or {}).get("version")
+        remote.check_output(units_present(run.release.gpu_services) + "systemctl stop \"$unit\"; done")
+        return run.release.running(remote)
 
     loaded = on_group(run, group, stop_host)
     group.setdefault("from", {}).update({host: version for host, version in loaded.items()
                                          if host not in group["from"] and version})
-    return "engine and GPU services stopped; drivers were " + ", ".join(
+    return f"engine and GPU services stopped; {run.release.label} was " + ", ".join(
         f"{host} {version}" for host, version in group["from"].items())
 
 
@@ -381,7 +379,7 @@ def stop(run: Run, group: Group) -> str:
 def upgrade(run: Run, group: Group) -> str:
     """The GPU host deploy at the new version: pin, packages, hold and fabric manager together, and its reboot."""
     if "before" not in group:  # each host's boot and module before the deploy: the proof of its reboot
-        group["before"] = on_group(run, group, boot_and_module)
+        group["before"] = on_group(run, group, lambda remote, data: boot_and_release(run, remote))
         run.save()
     else:  # resumed: a controller died in this step, its deploy perhaps still running, or rebooting the hosts
         awaited(run, group)
@@ -410,8 +408,8 @@ def answering(run: Run, group: Group) -> None:
         run.pause(POLL_SECONDS)
 
 
-def boot_and_module(remote, data: dict) -> tuple[str, str | None]:
-    return remote.get_fact(BootId), (remote.get_fact(NvidiaKernelModule) or {}).get("version")
+def boot_and_release(run: Run, remote) -> tuple[str, str | None]:
+    return remote.get_fact(BootId), run.release.running(remote)
 
 
 @serves(State.REBOOTING)
@@ -423,8 +421,8 @@ def rebooted(run: Run, group: Group) -> str:
                                       for data in hosts.values())
     while True:
         try:
-            answers = on_group(run, group, boot_and_module)
-            waiting = [f"{host}: runs module {module}, not {group['to']}" if module != group["to"] else
+            answers = on_group(run, group, lambda remote, data: boot_and_release(run, remote))
+            waiting = [f"{host}: runs {run.release.label} {module}, not {group['to']}" if module != group["to"] else
                        f"{host}: still on the boot before the upgrade"
                        for host, (boot, module) in answers.items()
                        if module != group["to"] or (boot == group["before"][host][0]
@@ -432,7 +430,7 @@ def rebooted(run: Run, group: Group) -> str:
         except StepFailed as error:  # not answering yet: rebooting
             waiting = [str(error)]
         if not waiting:
-            return f"new boot on driver {group['to']}"
+            return f"new boot on {run.release.label} {group['to']}"
         if time.monotonic() > deadline:
             raise StepFailed("; ".join(waiting))
         run.pause(POLL_SECONDS)
@@ -440,26 +438,26 @@ def rebooted(run: Run, group: Group) -> str:
 
 @serves(State.VALIDATING)
 def validate(run: Run, group: Group) -> str:
-    """The driver's host checks, DCGM's quick diagnostic, the fabric check on the group alone, the engine ready
-    and answering, and the doctor clean; then back behind the load balancer."""
+    """The release's host checks, its vendor's quick diagnostic (DCGM's), the fabric check on the group alone, the
+    engine ready and answering, and the doctor clean; then back behind the load balancer."""
     def marked_and_stopped(remote, data):  # resumed after the engine started: the checks want it stopped
         write_marker(run, remote, group, State.VALIDATING)
         stop_engine(remote)
 
     on_group(run, group, marked_and_stopped)
     limits = [word for host in group["hosts"] for word in ("--limit", host)]
-    checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits, "--data",
-                                                f"nvidia_driver_version={json.dumps(group['to'])}",
-                                                module=HOST_CHECKS_MODULE),
+    checks = subprocess.run(host_checks.command(run.inventory, "-q", "--no-header", "-rf", *limits,
+                                                *data_flag(run, group), module=run.release.host_checks_module),
                             capture_output=True, text=True, timeout=DEPLOY_TIMEOUT_SECONDS)
     if checks.returncode != 0:
         failed = [line for line in checks.stdout.splitlines() if line.startswith("FAILED")] or \
             checks.stdout.splitlines()[-OUTPUT_LINES:]
-        raise StepFailed("driver host checks failed: " + " | ".join(failed))
-    diagnosed = [failure for found in on_group(run, group, dcgm_diag).values() for failure in found]
+        raise StepFailed(f"{run.release.label} host checks failed: " + " | ".join(failed))
+    diagnosed = [f"{host}: {failure}" for host, found in on_group(run, group, run.release.diagnosed).items()
+                 for failure in found]
     if diagnosed:
-        raise StepFailed("dcgmi diag -r 1 failed: " + "; ".join(diagnosed))
-    fabric = run_check(run.inventory, list(group["hosts"]), version_data(group))
+        raise StepFailed("the GPU diagnostic failed: " + "; ".join(diagnosed))
+    fabric = run_check(run.inventory, list(group["hosts"]), run.release.data(group["to"]))
     if not fabric.passed:
         raise StepFailed("fabric check failed: " + "; ".join(
             f"{host}: {', '.join(fabric.host_failures(host))}" for host in group["hosts"] if fabric.host_failures(host))
@@ -471,17 +469,7 @@ def validate(run: Run, group: Group) -> str:
     if problems:
         raise StepFailed("the doctor is not clean: " + "; ".join(problems))
     balancer(run, group, "register")
-    return "host checks, dcgmi diag, fabric check, engine and doctor passed; back behind the load balancer"
-
-
-def dcgm_diag(remote, data: dict) -> list[str]:
-    """What DCGM's quick diagnostic (`dcgmi diag -r 1`: the driver, NVML, persistence, pending row remaps, ...)
-    finds failing on a host that has DCGM."""
-    if not settings_of(data).gpu.dcgm:
-        return []
-    found = remote.get_fact(DcgmDiag)
-    failures = ["dcgmi is not installed"] if found is None else diag_failures(found)
-    return [f"{remote.name}: {failure}" for failure in failures]
+    return "host checks, diagnostic, fabric check, engine and doctor passed; back behind the load balancer"
 
 
 def start_engine(remote, data: dict) -> None:
@@ -508,7 +496,7 @@ def generates(remote, data: dict) -> None:
 def doctor_problems(run: Run, group: Group) -> list[str]:
     """The doctor's findings and unchecked checks on the group's hosts, judged at the group's version."""
     problems = []
-    for diagnosis in run_doctor(run.inventory, list(group["hosts"]), version_data(group)):
+    for diagnosis in run_doctor(run.inventory, list(group["hosts"]), run.release.data(group["to"])):
         if diagnosis.error is not None:
             problems.append(f"{diagnosis.host}: {diagnosis.error}")
             continue
@@ -543,7 +531,7 @@ def soak(run: Run, group: Group) -> str:
     if problems:
         raise StepFailed("the doctor is not clean after the soak: " + "; ".join(problems))
     on_group(run, group, lambda remote, data: unmark(run, remote))
-    return f"served through the soak on driver {group['to']}"
+    return f"served through the soak on {run.release.label} {group['to']}"
 
 
 def unmark(run: Run, remote) -> None:

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from .amdgpu import FIRMWARE, PARTITION_ID, AmdGpu, amd_gpus, driver_loaded, firmware_version
 from .host import SimHost
 
-# ROCm release -> (amdsmi tool and library version, build hash in the tool version)
-AMDSMI_RELEASES = {"6.4.1": ("25.4.2", "aca1101b"), "7.0.2": ("26.0.2", "39589fda")}
+# ROCm release -> (amdsmi tool and library version, build hash in the tool version); 7.1.0's AMD SMI is 26.1.0
+# (ROCm's changelog), its hash the lab's own.
+AMDSMI_RELEASES = {"6.4.1": ("25.4.2", "aca1101b"), "7.0.2": ("26.0.2", "39589fda"), "7.1.0": ("26.1.0", "5d0c1e27")}
 NOT_AVAILABLE = "N/A"
 VERSION_LINE = "AMDSMI Tool: {tool} | AMDSMI Library version: {library} | ROCm version: {rocm}"
 DRIVER_VERSIONS = " | amdgpu version: {amdgpu} | amd_hsmp version: {hsmp}"
