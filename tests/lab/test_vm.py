@@ -30,10 +30,10 @@ from k3ops.doctor.runbooks import runbooks
 from k3ops.onhost.layout import ENGINE_CONTAINER
 from k3ops_lab import faults, hub, network, registry, state
 from k3ops_lab.faults import FAULTS
-from k3ops_lab.inventory import groups
+from k3ops_lab.inventory import LAB_CONTEXT, groups
 
 from .conftest import (VM_DEPLOY_TIMEOUT, changed_operations, deploy_report, grub_boots, host_checks, k3ops,
-                       on_host, passed_checks)
+                       lab_inventory, on_host, passed_checks)
 from .drills import assert_clean, doctor, run_steps
 
 LAB_PROFILES = ("b300x8",)
@@ -47,6 +47,7 @@ CACHE = "/srv/k3ops/models"
 ARRAY = "/dev/md/k3ops-models"
 MARKER = f"{CACHE}/.k3ops-lab-before-reboots"
 PINNED_REPLY = hub.TINY_MODEL_REPLIES[hub.TINY_MODEL_REVISIONS[0]]
+SGLANG_IN_FLIGHT = 3  # generations in flight when the SGLang engine is stopped
 # The runbooks whose faults only a host with a kernel of its own shows: the driver's Xids in its kernel log.
 VM_DRILLED = sorted(book.id for book in runbooks().values() if book.drilled_on_vm)
 
@@ -237,6 +238,39 @@ def test_after_the_reboot_k3_changes_nothing_and_k3ops_check_passes(deployed):
     assert {"test_a_raid0_cache_is_assembled_under_its_name_at_every_boot", "test_gpudirect_rdma_reaches_the_nics",
             "test_engine_serves_the_pinned_model", "test_engine_secrets_stay_private"} <= passed, checks.stdout[-4000:]
     assert chat(state.api_key().read_text().strip())[0] == 200
+
+
+def test_sglangs_recipe_runs_its_image_and_a_stop_lets_the_requests_in_flight_finish(deployed, tmp_path):
+    """The host moved to SGLang's recipe (on loopback: SGLang takes a key only on its command line): its unit runs
+    `sglang serve` in the SGLang stand-in pulled by digest, and `systemctl stop` (docker stop: SIGTERM to the
+    engine) lets generations in flight end whole, as SGLang's own drain does, before the unit stops cleanly."""
+    served = registry.served("sglang")
+    inventory = lab_inventory(tmp_path / "sglang.py", engine={
+        "recipe": "sglang-b300x8", **served, "host": "127.0.0.1", "api_key_file": None,
+        "args": {"--context-length": LAB_CONTEXT, "--mamba-full-memory-ratio": "0.9"}})
+    deploy_report("deploys/serving.py", inventory=inventory, timeout=VM_DEPLOY_TIMEOUT)
+    running = json.loads(on_host(HOST, f"docker inspect {ENGINE_CONTAINER}").stdout)[0]
+    assert running["Config"]["Image"] == f"{served['image']}@{served['image_digest']}"
+    assert [running["Path"], *running["Args"][:1]] == ["sglang", "serve"], running["Args"]
+    # Long answers (ignore_eos), streamed, that fit the context together (llama-server's slots share it).
+    body = json.dumps({"model": "tiny-k3", "max_tokens": LAB_CONTEXT * 3 // 16, "ignore_eos": True, "stream": True,
+                       "messages": [{"role": "user", "content": "Hello"}]})
+    for index in range(SGLANG_IN_FLIGHT):
+        on_host(HOST, f"curl -sS -N --noproxy '*' -H 'Content-Type: application/json' -d '{body}' "
+                      f"http://127.0.0.1:30000/v1/chat/completions < /dev/null > /tmp/answer-{index} 2>&1 &")
+    deadline = time.monotonic() + 120
+    while "data: " not in on_host(HOST, "cat /tmp/answer-*").stdout and time.monotonic() < deadline:
+        time.sleep(0.5)  # the first answer is streaming: the requests are in the engine
+    since = on_host(HOST, "date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+    on_host(HOST, "systemctl stop k3ops-engine.service")  # returns once the unit has stopped
+    log = on_host(HOST, f"journalctl -u k3ops-engine.service --since '{since}' -o cat").stdout
+    left = [int(found) for found in re.findall(r"Gracefully exiting\.\.\. Remaining number of requests (\d+)", log)]
+    assert left and left[0] >= 1 and left[-1] == 0, log[-3000:]  # in flight at SIGTERM, none left at the end
+    for index in range(SGLANG_IN_FLIGHT):
+        answer = on_host(HOST, f"cat /tmp/answer-{index}").stdout
+        assert answer.rstrip().endswith("data: [DONE]") and '"finish_reason":"length"' in answer, answer[-500:]
+    unit = set(on_host(HOST, "systemctl show -p ActiveState -p Result k3ops-engine.service").stdout.split())
+    assert unit == {"ActiveState=inactive", "Result=success"}, unit
 
 
 def test_down_stops_the_vm_and_removes_its_tap(lab):

@@ -70,7 +70,8 @@ def stanza(name: str, version: str) -> str:
     return f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nFilename: ./{name}_{version}_amd64.deb\n\n"
 
 
-PACKAGES = "".join([*(stanza(name, f"{version}-1") for name in ("nvidia-driver", "nvidia-open") for version in (OLD, NEW)),
+PACKAGES = "".join([*(stanza(name, f"{version}-1") for name in ("nvidia-driver", "nvidia-open")
+                      for version in (OLD, NEW)),
                     *(stanza("amdgpu-dkms", amdgpu_dkms_version(release)) for release in AMDGPU),
                     *(stanza("rocm", f"{release}.{release_number(release)}-1") for release in AMDGPU)])
 

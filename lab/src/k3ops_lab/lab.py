@@ -10,8 +10,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import (container, hub, image, llama_server, network, registry, services, state, vendor_repo, vllm_image, vm,
-               vm_image, wheelhouse)
+from . import (container, hub, image, llama_server, network, registry, services, standin_image, state, vendor_repo,
+               vm, vm_image, wheelhouse)
 from .debian import controller_mirrors
 from .profiles import DEFAULT_PROFILE, get_profile
 
@@ -54,14 +54,14 @@ def up(count: int, profiles: list[str], nvme_size_gib: int = DEFAULT_NVME_GIB, b
     wheelhouse.publish(wheelhouse.build(log=log), repo)
     llama_server.publish(llama_server.build(log=log), repo)
     hub.build(log=log)
-    standin = vllm_image.build(base, log=log)
+    standins = standin_image.build(base, log=log)
     network.create_bridge()
     services.start_apt_proxy()
     services.start_vendor_repo(repo)
     services.wait_until_listening()
     hub.start()
     registry.start()
-    registry.push(standin)
+    registry.push(standins)
     services.prime_apt_proxy(mirrors.release_files())
     for host in lab.hosts:
         if host.backend == "vm":
@@ -119,7 +119,7 @@ def build(with_vm: bool = False, log=print) -> None:
     wheelhouse.build(log=log)
     vendor_repo.build(log=log)
     base = image.base_image(mirrors, log=log)
-    vllm_image.build(base, log=log)
+    standin_image.build(base, log=log)
     if with_vm:
         vm_image.vm_image(base, mirrors, log=log)
 

@@ -1,10 +1,10 @@
 """The lab's container registry: Debian's docker-registry on the controller, over TLS, serving the stand-in
-vLLM image (vllm_image.py) that the container recipes' units pull by digest.
+engine images (standin_image.py) that the container recipes' units pull by digest.
 
 It listens on the controller's lab address only. Its certificate is signed by a CA made for this lab
 (`lab up`), which each host trusts for this registry alone, the way a fleet trusts a private registry:
 /etc/docker/certs.d/<registry>/ca.crt. Nothing is pulled over plain HTTP and no host's Docker is told to
-skip verification. The image is pushed with the registry's HTTP API (blobs, then the manifest), and what
+skip verification. The images are pushed with the registry's HTTP API (blobs, then the manifest), and what
 was pushed is recorded in the state directory for the lab's inventory.
 """
 
@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from . import services, state, vllm_image
+from . import services, standin_image, state
 
 ADDRESS = f"{state.CONTROLLER_ADDRESS}:{state.REGISTRY_PORT}"
 CONFIG = """version: 0.1
@@ -102,29 +102,34 @@ def _has_blob(base: str, digest: str) -> bool:
     return True
 
 
-def push(image: Path) -> dict[str, str]:
-    """Push the built image (blobs the registry lacks, then its manifest under TAG); returns and records
-    the engine data that pins it: {"image": registry/repository:tag, "image_digest": sha256:...}."""
-    base = f"https://{ADDRESS}/v2/{vllm_image.REPOSITORY}"
-    for digest, _ in vllm_image.blobs(image):
+def push(images: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Push each engine's built image; returns and records the engine data that pins each (`served`)."""
+    served = {engine: push_image(image, standin_image.IMAGES[engine][0]) for engine, image in images.items()}
+    (directory() / "served.json").write_text(json.dumps(served, indent=2) + "\n")
+    return served
+
+
+def push_image(image: Path, repository: str) -> dict[str, str]:
+    """Push a built image (blobs the registry lacks, then its manifest under TAG); the engine data that pins it:
+    {"image": registry/repository:tag, "image_digest": sha256:...}."""
+    base = f"https://{ADDRESS}/v2/{repository}"
+    for digest, _ in standin_image.blobs(image):
         if _has_blob(base, digest):
             continue
         with _request("POST", f"{base}/blobs/uploads/", b"") as started:
             upload = urllib.parse.urljoin(base, started.headers["Location"])
         separator = "&" if "?" in upload else "?"
         _request("PUT", f"{upload}{separator}digest={urllib.parse.quote(digest)}",
-                 vllm_image.blob(image, digest).read_bytes(), "application/octet-stream").close()
-    with _request("PUT", f"{base}/manifests/{vllm_image.TAG}", (image / vllm_image.MANIFEST).read_bytes(),
-                  vllm_image.MANIFEST_TYPE) as pushed:
+                 standin_image.blob(image, digest).read_bytes(), "application/octet-stream").close()
+    with _request("PUT", f"{base}/manifests/{standin_image.TAG}", (image / standin_image.MANIFEST).read_bytes(),
+                  standin_image.MANIFEST_TYPE) as pushed:
         stored = pushed.headers.get("Docker-Content-Digest")
-    digest = vllm_image.manifest_digest(image)
+    digest = standin_image.manifest_digest(image)
     if stored != digest:
         raise RuntimeError(f"the registry stored the manifest as {stored}, not {digest}")
-    served = {"image": f"{ADDRESS}/{vllm_image.REPOSITORY}:{vllm_image.TAG}", "image_digest": digest}
-    (directory() / "served.json").write_text(json.dumps(served, indent=2) + "\n")
-    return served
+    return {"image": f"{ADDRESS}/{repository}:{standin_image.TAG}", "image_digest": digest}
 
 
-def served() -> dict[str, str]:
-    """The pinned stand-in image this lab's registry serves (push() at `lab up`)."""
-    return json.loads((directory() / "served.json").read_text())
+def served(engine: str = "vllm") -> dict[str, str]:
+    """The pinned stand-in image of `engine` this lab's registry serves (push() at `lab up`)."""
+    return json.loads((directory() / "served.json").read_text())[engine]

@@ -127,9 +127,9 @@ class RocmRelease(Release):
 
 
 NVIDIA_DRIVER = NvidiaDriver(
-    kind="driver", vendor="nvidia", vendor_name="NVIDIA", label="NVIDIA driver", setting="nvidia_driver_version", form=DRIVER_VERSION,
-    example="an exact driver version like '580.126.09'", stage_deploy="k3ops.deploys.nvidia.staged_driver",
-    host_checks_module="test_nvidia.py",
+    kind="driver", vendor="nvidia", vendor_name="NVIDIA", label="NVIDIA driver", setting="nvidia_driver_version",
+    form=DRIVER_VERSION, example="an exact driver version like '580.126.09'",
+    stage_deploy="k3ops.deploys.nvidia.staged_driver", host_checks_module="test_nvidia.py",
     gpu_services=tuple(f"{unit}.service" for unit in (DCGM, PERSISTENCED, FABRIC_MANAGER)))
 ROCM = RocmRelease(
     kind="rocm", vendor="amd", vendor_name="AMD", label="ROCm", setting="rocm_release", form=ROCM_RELEASE,

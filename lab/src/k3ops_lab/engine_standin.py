@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""`vllm serve` of the lab's stand-in vLLM image (vllm_image.py): vLLM's OpenAI server, without its GPUs.
+"""`vllm serve` and `sglang serve` of the lab's stand-in engine images (standin_image.py): vLLM's and SGLang's
+OpenAI servers, without their GPUs. The program's name says which it is (the images install this file as both).
 
-vLLM needs GPUs the lab does not have, so the image's entry point takes the command line a vLLM recipe
-renders and does what vLLM does with it, short of CUDA: it refuses a flag vLLM does not know, checks the
-GPUs the container runtime gave the container against the world size (tensor x pipeline parallel), loads
-the model directory's GGUF into the image's llama-server on loopback, and only then opens --host:--port
-(vLLM's port, too, opens once the weights are loaded). There it answers as vLLM does: /health, /v1/models
-with the served names, /v1/* only with the API key (--api-key, else VLLM_API_KEY), and /metrics under vLLM's
-metric names. Standard library only: it runs on the image's own python3.
+The engines need GPUs the lab does not have, so this takes the command line a recipe renders and does what the
+engine does with it, short of CUDA: it refuses a flag the engine does not know, checks the GPUs the container
+runtime gave the container against the world size (tensor x pipeline x data parallel), loads the model
+directory's GGUF into the image's llama-server on loopback, and only then opens --host:--port (the engines'
+ports, too, open once the weights are loaded). There it answers as the engine does: /health, /v1/models with the
+served names, /v1/* only with vLLM's API key (--api-key, else VLLM_API_KEY), and /metrics under the engine's
+metric names. On SIGTERM each stops as it does: vLLM refuses new requests and waits up to --shutdown-timeout for
+those in flight; SGLang (its TokenizerManager.sigterm_watchdog) looks every 5 s and exits once none is left,
+however long that takes. Standard library only: it runs on the image's own python3.
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ from pathlib import Path
 
 LLAMA_SERVER = "/usr/local/lib/k3ops-lab/llama-server"
 LOAD_TIMEOUT_SECONDS = 300
-# vLLM's metric names, from what llama-server reports of the same quantity.
-METRICS = {"llamacpp:requests_processing": "vllm:num_requests_running",
-           "llamacpp:requests_deferred": "vllm:num_requests_waiting",
-           "llamacpp:kv_cache_usage_ratio": "vllm:kv_cache_usage_perc"}
-UNAUTHENTICATED = ("/health", "/ping", "/version", "/metrics")  # vLLM checks the key on /v1 paths only
+# Each engine's metric names, from what llama-server reports of the same quantity.
+METRICS = {"vllm": {"llamacpp:requests_processing": "vllm:num_requests_running",
+                    "llamacpp:requests_deferred": "vllm:num_requests_waiting",
+                    "llamacpp:kv_cache_usage_ratio": "vllm:kv_cache_usage_perc"},
+           "sglang": {"llamacpp:requests_processing": "sglang:num_running_reqs",
+                      "llamacpp:requests_deferred": "sglang:num_queue_reqs",
+                      "llamacpp:kv_cache_usage_ratio": "sglang:token_usage"}}
+SGLANG_DRAIN_POLL_SECONDS = 5  # how often SGLang's sigterm_watchdog counts the requests left
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,6 +68,32 @@ def parser() -> argparse.ArgumentParser:
         serve.add_argument(flag)
     for flag in ("--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-auto-tool-choice",
                  "--trust-remote-code", "--enforce-eager", "--disable-log-requests", "--enable-expert-parallel"):
+        serve.add_argument(flag, action="store_true")
+    return serve
+
+
+def sglang_parser() -> argparse.ArgumentParser:
+    """The flags of `sglang serve` the SGLang recipes and their overrides use; any other is refused. Parsed into
+    vLLM's names (the server below reads those)."""
+    serve = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
+    serve.add_argument("--model-path", dest="model", required=True)
+    serve.add_argument("--served-model-name", type=lambda name: [name])
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=30000)
+    serve.add_argument("--api-key")
+    serve.add_argument("--tp-size", "--tp", dest="tensor_parallel_size", type=int, default=1)
+    serve.add_argument("--pp-size", dest="pipeline_parallel_size", type=int, default=1)
+    serve.add_argument("--dp-size", "--dp", dest="data_parallel_size", type=int, default=1)
+    serve.add_argument("--nnodes", type=int, default=1)
+    serve.add_argument("--node-rank", type=int, default=0)
+    serve.add_argument("--dist-init-addr")
+    serve.add_argument("--context-length", dest="max_model_len", type=int)
+    serve.add_argument("--mem-fraction-static", type=float)
+    for flag in ("--dcp-size", "--mamba-full-memory-ratio", "--reasoning-parser", "--tool-call-parser",
+                 "--chunked-prefill-size", "--max-running-requests", "--kv-cache-dtype", "--attention-backend",
+                 "--quantization", "--chat-template"):
+        serve.add_argument(flag)
+    for flag in ("--trust-remote-code", "--enable-metrics", "--enable-dp-attention", "--disable-radix-cache"):
         serve.add_argument(flag, action="store_true")
     return serve
 
@@ -162,8 +194,19 @@ class Generations:
             self.changed.wait_for(lambda: self.running == 0, timeout=seconds)
             return self.running
 
+    def drain_as_sglang(self, poll: float = SGLANG_DRAIN_POLL_SECONDS) -> None:
+        """SGLang's drain: still taking requests, count those left every `poll` seconds until none is."""
+        while True:
+            with self.changed:
+                left = self.running
+            log(f"Gracefully exiting... Remaining number of requests {left}.")
+            if left == 0:
+                return
+            time.sleep(poll)
 
-def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int, generations: Generations):
+
+def handler(engine: str, args, model: str, key: str | None, backend_port: int, loaded_at: int,
+            generations: Generations):
     names = args.served_model_name
 
     class VllmApi(http.server.BaseHTTPRequestHandler):
@@ -208,7 +251,7 @@ def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int
                 self.reply(200, self.metrics(), "text/plain; version=0.0.4; charset=utf-8")
             elif (method, path) == ("GET", "/v1/models"):
                 self.reply_json(200, {"object": "list", "data": [
-                    {"id": name, "object": "model", "created": loaded_at, "owned_by": "vllm", "root": model,
+                    {"id": name, "object": "model", "created": loaded_at, "owned_by": engine, "root": model,
                      "parent": None, "max_model_len": args.max_model_len} for name in names]})
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                 self.generate(path, body)
@@ -266,21 +309,27 @@ def handler(args, model: str, key: str | None, backend_port: int, loaded_at: int
             lines = []
             for line in upstream.getresponse().read().decode().splitlines():
                 sample = line.split()
-                if sample and sample[0] in METRICS:
-                    lines.append(f'{METRICS[sample[0]]}{{model_name="{names[0]}"}} {sample[1]}')
+                if sample and sample[0] in METRICS[engine]:
+                    lines.append(f'{METRICS[engine][sample[0]]}{{model_name="{names[0]}"}} {sample[1]}')
             return ("\n".join(lines) + "\n").encode()
 
     return VllmApi
 
 
-def main(argv: list[str]) -> int:
+def main(engine: str, argv: list[str]) -> int:
+    """`engine` (vllm, sglang) serve, with `argv` after the program's name."""
     if argv[:1] != ["serve"]:
-        print("usage: vllm serve [model_tag] [options] (the lab's stand-in has only `serve`)", file=sys.stderr)
+        print(f"usage: {engine} serve [options] (the lab's stand-in has only `serve`)", file=sys.stderr)
         return 2
-    args = parser().parse_args(argv[1:])
-    model = args.model or args.model_tag
-    if not model:
-        parser().error("a model is needed: `vllm serve MODEL` or --model MODEL")
+    if engine == "sglang":
+        args = sglang_parser().parse_args(argv[1:])
+        args.headless, args.shutdown_timeout = args.node_rank > 0, None
+    else:
+        args = parser().parse_args(argv[1:])
+        args.model = args.model or args.model_tag
+        if not args.model:
+            parser().error("a model is needed: `vllm serve MODEL` or --model MODEL")
+    model = args.model
     args.served_model_name = args.served_model_name or [model]
     error = world_size_error(args, gpus())
     if error:
@@ -290,22 +339,25 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())  # PID 1 in its container: no default handler
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     if args.headless:
-        log(f"headless node {args.node_rank} of {args.nnodes}: its GPUs ({len(gpus())}) join the head at "
-            f"{args.master_addr}:{args.master_port}")
+        log(f"headless node {args.node_rank} of {args.nnodes}: its GPUs ({len(gpus())}) join the head")
         stopping.wait()
         return 0
-    key = args.api_key or os.environ.get("VLLM_API_KEY") or None
+    key = args.api_key or (os.environ.get("VLLM_API_KEY") if engine == "vllm" else None) or None
     backend, backend_port = start_backend(args, model, key)
     try:
         wait_until_loaded(backend, backend_port)
         generations = Generations()
-        api = http.server.ThreadingHTTPServer((args.host, args.port), handler(args, model, key, backend_port,
+        api = http.server.ThreadingHTTPServer((args.host, args.port), handler(engine, args, model, key, backend_port,
                                                                                int(time.time()), generations))
         threading.Thread(target=api.serve_forever, daemon=True).start()
-        log(f"Starting vLLM API server on http://{args.host}:{args.port} (model {model}, GPUs: {' '.join(gpus())})")
+        log(f"Starting {engine} API server on http://{args.host}:{args.port} (model {model}, GPUs: "
+            f"{' '.join(gpus())})")
         while not stopping.is_set() and backend.poll() is None:
             stopping.wait(1)
-        if stopping.is_set():
+        if stopping.is_set() and engine == "sglang":
+            log("SIGTERM received. Draining requests and shutting down...")
+            generations.drain_as_sglang()
+        elif stopping.is_set():
             log(f"Shutting down: waiting up to {args.shutdown_timeout} s for the requests in flight")
             aborted = generations.drain(args.shutdown_timeout)
             log(f"Shutdown: {aborted} requests in flight aborted" if aborted else "Shutdown: no request in flight")
@@ -317,4 +369,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(Path(sys.argv[0]).name, sys.argv[1:]))

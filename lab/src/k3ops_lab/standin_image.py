@@ -1,11 +1,13 @@
-"""The lab's stand-in vLLM image: what the vLLM recipes' container units pull, by digest, from the lab registry.
+"""The lab's stand-in engine images: what the vLLM and SGLang recipes' container units pull, by digest, from the
+lab registry.
 
 One layer, built on the controller without Docker from files the lab already has: the base image's
 python3 (its interpreter, standard library and the libraries they load), the lab's pinned llama-server
-build, and vllm_standin.py as /usr/local/bin/vllm. Its entry point is `vllm serve`, as vllm/vllm-openai's
-is, so the unit's `docker run IMAGE --model ... --port ...` runs it unchanged. Every byte follows from
-those inputs (sorted members, no times, no owners), so its digest is the same on every build of them.
-The entry (CACHE_DIR/images/vllm-standin-<key>) holds the blobs by digest and the manifest.
+build, and engine_standin.py as /usr/local/bin/vllm and /usr/local/bin/sglang. The vLLM image's entry point is
+`vllm serve`, as vllm/vllm-openai's is, so the unit's `docker run IMAGE --model ... --port ...` runs it
+unchanged; the SGLang image has none, as lmsysorg/sglang has none, and its recipes run `sglang serve ...`. Every
+byte follows from those inputs (sorted members, no times, no owners), so each digest is the same on every build
+of them. Each engine's entry (CACHE_DIR/images/<engine>-standin-<key>) holds the blobs by digest and the manifest.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import json
 import tarfile
 from pathlib import Path
 
-from . import cache, llama_server, state, vllm_standin
+from . import cache, engine_standin, llama_server, state
 
-REPOSITORY = "k3ops-lab/vllm-openai"
+# Each engine's image: its repository in the registry, its entry point, what it stands in for.
+IMAGES = {"vllm": ("k3ops-lab/vllm-openai", ["vllm", "serve"], "vllm/vllm-openai"),
+          "sglang": ("k3ops-lab/sglang", None, "lmsysorg/sglang")}
 TAG = "kimi-k3-standin"
-STANDIN = Path(vllm_standin.__file__)
-ENTRY_POINT = "usr/local/bin/vllm"
-LLAMA_SERVER = vllm_standin.LLAMA_SERVER.lstrip("/")
+STANDIN = Path(engine_standin.__file__)
+PROGRAMS = tuple(f"usr/local/bin/{engine}" for engine in IMAGES)  # the stand-in, under each engine's name
+LLAMA_SERVER = engine_standin.LLAMA_SERVER.lstrip("/")
 PYTHON = "usr/bin/python3.11"
 STDLIB = "usr/lib/python3.11"
 LIBRARIES = "usr/lib/x86_64-linux-gnu"
@@ -35,7 +39,7 @@ LAYOUT_LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin"
                 "usr/bin/python3": "python3.11", LOADER: f"../lib/x86_64-linux-gnu/{Path(LOADER).name}"}
 # The AMD recipe's `--group-add video --group-add render` name groups the image must have (as ROCm's images do).
 ETC = {"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\nvideo:x:44:\nrender:x:109:\n"}
-CREATED_BY = "k3ops lab (k3ops_lab.vllm_image)"  # the config's history: part of the digest, so of the cache key
+CREATED_BY = "k3ops lab (k3ops_lab.standin_image)"  # the config's history: part of the digest, so of the cache key
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
 LAYER_TYPE = "application/vnd.docker.image.rootfs.diff.tar.gzip"
@@ -43,16 +47,19 @@ MANIFEST = "manifest.json"
 BLOBS = "blobs"
 
 
-def entry_path(base: Path) -> Path:
-    """Where the image built from this base image, llama-server build and stand-in lives in the cache."""
+def entry_path(base: Path, engine: str) -> Path:
+    """Where the engine's image built from this base image, llama-server build and stand-in lives in the cache."""
     inputs = json.dumps([base.name, llama_server.sha256(), hashlib.sha256(STANDIN.read_bytes()).hexdigest(),
-                         STDLIB_LEFT_OUT, sorted(LAYOUT_LINKS.items()), sorted(ETC.items()), CREATED_BY])
-    return state.CACHE_DIR / "images" / f"vllm-standin-{hashlib.sha256(inputs.encode()).hexdigest()[:12]}"
+                         STDLIB_LEFT_OUT, sorted(LAYOUT_LINKS.items()), sorted(ETC.items()), CREATED_BY,
+                         IMAGES[engine]])
+    return state.CACHE_DIR / "images" / f"{engine}-standin-{hashlib.sha256(inputs.encode()).hexdigest()[:12]}"
 
 
-def build(base: Path, log=print) -> Path:
-    """The cached image for today's inputs (llama_server.build() first), built when missing or broken."""
-    return cache.entry(entry_path(base), "stand-in vLLM image", lambda image: _build(image, base), check, log)
+def build(base: Path, log=print) -> dict[str, Path]:
+    """Each engine's cached image for today's inputs (llama_server.build() first), built when missing or broken."""
+    return {engine: cache.entry(entry_path(base, engine), f"stand-in {engine} image",
+                                lambda image, engine=engine: _build(image, base, engine), check, log)
+            for engine in IMAGES}
 
 
 def manifest_digest(image: Path) -> str:
@@ -83,14 +90,14 @@ def check(image: Path) -> None:
         raise RuntimeError(f"{image}: the config's diff_ids {diff_ids} are not its layer's")
     with tarfile.open(fileobj=io.BytesIO(layer)) as archive:
         names = set(archive.getnames())
-    missing = {ENTRY_POINT, LLAMA_SERVER, PYTHON, LOADER} - names
+    missing = {*PROGRAMS, LLAMA_SERVER, PYTHON, LOADER} - names
     if missing:
         raise RuntimeError(f"{image}: its layer lacks {', '.join(sorted(missing))}")
 
 
 def layer_files(base: Path) -> dict[str, bytes]:
     """Path in the image -> content, for every regular file of the layer."""
-    files = {PYTHON: (base / PYTHON).read_bytes(), ENTRY_POINT: STANDIN.read_bytes()}
+    files = {PYTHON: (base / PYTHON).read_bytes(), **{program: STANDIN.read_bytes() for program in PROGRAMS}}
     with tarfile.open(llama_server.directory() / llama_server.ARCHIVE) as archive:
         files[LLAMA_SERVER] = archive.extractfile(llama_server.MEMBER).read()
     for path in sorted((base / STDLIB).rglob("*")):
@@ -134,17 +141,17 @@ def layer_tar(files: dict[str, bytes]) -> bytes:
     return stream.getvalue()
 
 
-def _build(image: Path, base: Path) -> None:
+def _build(image: Path, base: Path, engine: str) -> None:
+    _, entry_point, stands_in_for = IMAGES[engine]
     layer = layer_tar(layer_files(base))
     compressed = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0) as zipped:
         zipped.write(layer)
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": ["vllm", "serve"], "Env": ["PATH=/usr/local/bin:/usr/bin:/bin",
-                                                            "PYTHONDONTWRITEBYTECODE=1"],
+        "config": {"Entrypoint": entry_point, "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"],
                    "Labels": {"org.opencontainers.image.description":
-                              "k3ops lab: a stand-in for vllm/vllm-openai serving a GGUF with llama-server"}},
+                              f"k3ops lab: a stand-in for {stands_in_for} serving a GGUF with llama-server"}},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
         "history": [{"created_by": CREATED_BY}],
     }, sort_keys=True).encode()
