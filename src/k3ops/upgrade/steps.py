@@ -39,7 +39,6 @@ from ..settings import host_settings, node_rank, settings_of
 from . import releases
 from .machine import Group, State, serves
 from .record import Rollout, now
-from .releases import Release
 
 GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
 DEPLOY_TIMEOUT_SECONDS = 3 * 3600
@@ -85,7 +84,7 @@ class Run:
         return self.rollout.record["inventory"]
 
     @property
-    def release(self) -> Release:
+    def release(self) -> releases.Release:
         return releases.of(self.rollout.record)
 
     def say(self, line: str) -> None:
