@@ -8,8 +8,8 @@ from fnmatch import fnmatchcase
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy
-from pyinfra.operations import server
 from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import server
 from pyinfra.operations.util import any_changed
 
 from ..facts.amd import AmdgpuModule, amdgpu_differs, amdgpu_release
@@ -44,6 +44,7 @@ def rocm_pins(spec: GpuHostSpec) -> list[tuple[str, str]]:
 
 
 def rocm_pin(spec: GpuHostSpec) -> str:
+    """The apt preferences that hold every ROCm package to the spec's release (the host's, or a staged one's)."""
     return rendered("apt/rocm-pin.pref.j2", pins=rocm_pins(spec), release=spec.rocm_release)
 
 
