@@ -68,7 +68,7 @@ def rollout(tmp_path) -> tuple[Run, dict]:
             "upgrade_lb_settle_seconds": 5}
     fleet.write_text(f"hgx = [('gpu-01', {{'ssh_hostname': '192.0.2.10', **{data!r}}})]\n")
     group = {"name": "gpu-01", "hosts": ["gpu-01"], "to": "580.126.09", "marked": "2026-12-07T11:00:00+00:00"}
-    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "inventory": str(fleet),
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "release": "driver", "inventory": str(fleet),
                                                   "groups": [group]}), tmp_path / "rollout.log")
     return run, group
 

@@ -123,12 +123,21 @@ def test_resume_refuses_a_record_whose_inventory_is_gone(fleet):
     (lambda path: path.write_text(json.dumps({**json.loads(path.read_text()), "groups": [
         {**group, "state": "paused"} for group in json.loads(path.read_text())["groups"]]})),
      "is not a whole record (a group in no state of a rollout: paused)"),
-], ids=["0644", "0620", "a link", "bad JSON", "not an object", "no digest", "a group cut short", "an unknown state"])
+    (lambda path: path.write_text(json.dumps({**json.loads(path.read_text()), "release": "firmware"})),
+     "is not a whole record (release 'firmware' is none of driver, rocm)"),
+], ids=["0644", "0620", "a link", "bad JSON", "not an object", "no digest", "a group cut short", "an unknown state",
+        "an unknown release"])
 @pytest.mark.parametrize("command", ["resume", "status", "abort"])
 def test_a_record_that_is_not_private_or_not_whole_is_refused_in_one_line(fleet, spoil, said, command):
     path = halted(fleet).path
     spoil(path)
     refused(k3ops(command, fleet), f"the rollout record {path} {said}")
+
+
+def test_a_record_written_before_rocm_rollouts_reads_as_an_nvidia_drivers(fleet):
+    path = halted(fleet).path
+    path.write_text(json.dumps({key: value for key, value in json.loads(path.read_text()).items() if key != "release"}))
+    assert Rollout.load(path).record["release"] == "driver"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")

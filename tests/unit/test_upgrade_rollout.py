@@ -53,7 +53,8 @@ def clustered(cluster: str) -> dict:
 
 def recorded(fleet: str, status: str, groups: list[dict]) -> Rollout:
     """A whole record of a rollout of `fleet` to 580.126.09, as new_rollout and `start` write it, saved."""
-    record = {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "inventory_sha256": inventory_digest(fleet),
+    record = {"id": "5f0c2a91d3e4b6a7", "release": "driver", "inventory": fleet,
+              "inventory_sha256": inventory_digest(fleet),
               "to": "580.126.09", "canary": 1,
               "max_unavailable": "1", "budget": 1, "max_failures": 0, "limit": [], "skipped": [],
               "started": "2026-12-01T19:00:00+00:00", "status": status,
@@ -284,7 +285,7 @@ def test_the_balancer_is_told_of_a_multi_node_engines_head_only(tmp_path):
     fleet = inventory(tmp_path, "http://192.0.2.1/cuda/", {"gpu-01": {**clustered("h200-a"), **lb},
                                                            "gpu-02": {**clustered("h200-a"), **lb}})
     group = {"name": "h200-a", "hosts": ["gpu-01", "gpu-02"], "to": "580.126.09"}
-    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "inventory": fleet, "groups": [group]}),
+    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "release": "driver", "inventory": fleet, "groups": [group]}),
               tmp_path / "rollout.log")
     balancer(run, group, "deregister")
     balancer(run, group, "register")

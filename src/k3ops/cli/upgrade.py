@@ -81,8 +81,8 @@ def plan_text(rollout, batches: list[list[dict]]) -> str:
     from ..upgrade.releases import of
 
     record = rollout.record
-    lines = [f"rollout of {record['inventory']} to {of(record).label} {record['to']}: {len(rollout.groups)} engine groups, "
-             f"at most {record['budget']} hosts out of service at once (--max-unavailable {record['max_unavailable']}"
+    lines = [f"rollout of {record['inventory']} to {of(record).label} {record['to']}: {len(rollout.groups)} engine "
+             f"groups, at most {record['budget']} hosts out of service at once (--max-unavailable {record['max_unavailable']}"
              f", counting hosts already out), halting after {record['max_failures'] + 1} failed groups"]
     for number, batch in enumerate(batches, 1):
         kind = "canary, then a soak" if any(group["canary"] for group in batch) else "batch"

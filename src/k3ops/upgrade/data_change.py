@@ -38,9 +38,9 @@ def change(inventory: str, setting: str, to: str, ran: set[str], write: bool) ->
     if not found:
         groups = Path(inventory).resolve().parent / "group_data" / "all.py"
         return [f"no file sets {setting} (every host takes k3ops' default): add `{setting} = \"{to}\"` to {groups}"]
-    said = []
+    said, pattern = [], assignment_of(setting)
     for path, number, line in found:
-        assignment = assignment_of(setting).match(line)
+        assignment = pattern.match(line)
         if assignment is None or path.parent.name != "group_data":
             said.append(f"{path}:{number}: `{line.strip()}`: set it to \"{to}\" by hand")
         elif assignment["value"] == to:

@@ -25,8 +25,8 @@ from .releases import NVIDIA_DRIVER, RELEASES
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
 # What the readers of a record use (new_rollout writes them all): a record without one is not read at all.
-RECORD_KEYS = ("id", "inventory", "inventory_sha256", "to", "canary", "max_unavailable", "budget", "max_failures",
-               "limit", "skipped", "started", "status", "groups")
+RECORD_KEYS = ("id", "inventory", "inventory_sha256", "release", "to", "canary", "max_unavailable", "budget",
+               "max_failures", "limit", "skipped", "started", "status", "groups")
 ROLLOUT_ID = re.compile(r"^[0-9a-f]{16}$")  # a rollout's id, as its markers name it (new_id)
 
 
@@ -100,6 +100,8 @@ class Rollout:
             record = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"the rollout record {path} is not JSON ({error}); move it aside to start anew") from None
+        if isinstance(record, dict):  # a record from before ROCm rollouts moved an NVIDIA driver
+            record.setdefault("release", NVIDIA_DRIVER.kind)
         problem = incomplete(record)
         if problem:
             raise ValueError(f"the rollout record {path} is not a whole record ({problem}); move it aside to start "
@@ -192,7 +194,7 @@ def incomplete(record) -> str | None:
     missing = sorted({key for group in record["groups"] for key in GROUP_KEYS if key not in group})
     if missing:
         return "a group without " + ", ".join(missing)
-    if record.get("release", NVIDIA_DRIVER.kind) not in RELEASES:
+    if record["release"] not in RELEASES:
         return f"release {record['release']!r} is none of {', '.join(RELEASES)}"
     unknown = sorted({str(group["state"]) for group in record["groups"]} - set(State))
     return "a group in no state of a rollout: " + ", ".join(unknown) if unknown else None

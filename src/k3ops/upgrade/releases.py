@@ -139,5 +139,5 @@ RELEASES = {release.kind: release for release in (NVIDIA_DRIVER, ROCM)}
 
 
 def of(record: dict) -> Release:
-    """The release a rollout's record moves to (a record written before ROCm rollouts moved an NVIDIA driver)."""
-    return RELEASES[record.get("release", NVIDIA_DRIVER.kind)]
+    """The release a rollout's record moves to."""
+    return RELEASES[record["release"]]

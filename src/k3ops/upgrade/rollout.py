@@ -29,8 +29,8 @@ from .releases import Release
 def new_rollout(inventory: str, release: Release, to: str, canary: int, max_unavailable: str, max_failures: int,
                 limit: list[str] | None) -> Rollout:
     """The rollout's record, every argument and host checked first: nothing is connected to here."""
-    if release.refused(to):
-        raise ValueError(release.refused(to))
+    if refusal := release.refused(to):
+        raise ValueError(refusal)
     if max_failures < 0:
         raise ValueError("--max-failures: give 0 (halt at the first failure) or more")
     chosen = selected(inventory, limit, release.data(to))  # every host's data, at the new version, validated
