@@ -28,10 +28,11 @@ VM_DEPLOY_TIMEOUT = 3000
 GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/hosts/test_serving.py")
 
 
-# The verbs the drills ask dozens of times per module, run by the CLI's own entry point in this process: a new
-# Python for each cost about a second of this 2-core machine, which the lab's hosts and the VM share. The rest
-# (and every verb in tests/unit/test_cli.py) run as the real command line.
-IN_PROCESS = (("doctor",), ("lab", "fault"))
+# The verbs the tests ask dozens of times per module (the drills' doctor and faults, a rollout's state polled while
+# a controller runs, the engines' answers awaited), run by the CLI's own entry point in this process: a new Python
+# for each cost about a second of this 2-core machine, which the lab's hosts and VMs share. The rest (and every verb
+# in tests/unit/test_cli.py) run as the real command line.
+IN_PROCESS = (("doctor",), ("lab", "fault"), ("upgrade", "status"), ("serve", "chat"))
 
 
 def k3ops(*args: str, check: bool = True, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
