@@ -44,8 +44,8 @@ def chat(host: str) -> dict:
     body = json.dumps({"model": "tiny-k3", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]})
     answer = on_host(host, f". {ENGINE_SECRETS_FILE}; printf 'Authorization: Bearer %s\\n' \"$LLAMA_API_KEY\" > /run/k3ops-h; "
                            f"curl -sS --fail -H @/run/k3ops-h -H 'Content-Type: application/json' -d '{body}' "
-                           f"http://{engine_data(host)['host']}:8080/v1/chat/completions; status=$?; rm -f /run/k3ops-h; "
-                           "exit $status").stdout  # curl's status: a failed request fails on_host
+                           f"http://{engine_data(host)['host']}:8080/v1/chat/completions; status=$?; "
+                           "rm -f /run/k3ops-h; exit $status").stdout  # curl's status: a failed request fails on_host
     return json.loads(answer)
 
 

@@ -285,8 +285,8 @@ def test_the_balancer_is_told_of_a_multi_node_engines_head_only(tmp_path):
     fleet = inventory(tmp_path, "http://192.0.2.1/cuda/", {"gpu-01": {**clustered("h200-a"), **lb},
                                                            "gpu-02": {**clustered("h200-a"), **lb}})
     group = {"name": "h200-a", "hosts": ["gpu-01", "gpu-02"], "to": "580.126.09"}
-    run = Run(Rollout(tmp_path / "rollout.json", {"id": "5f0c2a91d3e4b6a7", "release": "driver", "inventory": fleet, "groups": [group]}),
-              tmp_path / "rollout.log")
+    record = {"id": "5f0c2a91d3e4b6a7", "release": "driver", "inventory": fleet, "groups": [group]}
+    run = Run(Rollout(tmp_path / "rollout.json", record), tmp_path / "rollout.log")
     balancer(run, group, "deregister")
     balancer(run, group, "register")
     assert told.read_text().splitlines() == ["deregister gpu-01", "register gpu-01"]

@@ -209,7 +209,7 @@ def handler(engine: str, args, model: str, key: str | None, backend_port: int, l
             generations: Generations):
     names = args.served_model_name
 
-    class VllmApi(http.server.BaseHTTPRequestHandler):
+    class EngineApi(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "uvicorn"
         sys_version = ""
@@ -313,7 +313,7 @@ def handler(engine: str, args, model: str, key: str | None, backend_port: int, l
                     lines.append(f'{METRICS[engine][sample[0]]}{{model_name="{names[0]}"}} {sample[1]}')
             return ("\n".join(lines) + "\n").encode()
 
-    return VllmApi
+    return EngineApi
 
 
 def main(engine: str, argv: list[str]) -> int:

@@ -12,6 +12,7 @@ of them. Each engine's entry (CACHE_DIR/images/<engine>-standin-<key>) holds the
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -56,9 +57,11 @@ def entry_path(base: Path, engine: str) -> Path:
 
 
 def build(base: Path, log=print) -> dict[str, Path]:
-    """Each engine's cached image for today's inputs (llama_server.build() first), built when missing or broken."""
+    """Each engine's cached image for today's inputs (llama_server.build() first), built when missing or broken.
+    The images share their one layer, made once for those that are built (its gzip takes seconds)."""
+    shared_layer = functools.cache(lambda: layer(base))
     return {engine: cache.entry(entry_path(base, engine), f"stand-in {engine} image",
-                                lambda image, engine=engine: _build(image, base, engine), check, log)
+                                lambda image, engine=engine: _build(image, engine, *shared_layer()), check, log)
             for engine in IMAGES}
 
 
@@ -141,22 +144,27 @@ def layer_tar(files: dict[str, bytes]) -> bytes:
     return stream.getvalue()
 
 
-def _build(image: Path, base: Path, engine: str) -> None:
-    _, entry_point, stands_in_for = IMAGES[engine]
-    layer = layer_tar(layer_files(base))
+def layer(base: Path) -> tuple[str, bytes]:
+    """The images' layer: the digest of its tar (the config's diff_id), and the tar gzipped (its blob)."""
+    tar = layer_tar(layer_files(base))
     compressed = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0) as zipped:
-        zipped.write(layer)
+        zipped.write(tar)
+    return "sha256:" + hashlib.sha256(tar).hexdigest(), compressed.getvalue()
+
+
+def _build(image: Path, engine: str, diff_id: str, compressed: bytes) -> None:
+    _, entry_point, stands_in_for = IMAGES[engine]
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
         "config": {"Entrypoint": entry_point, "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"],
                    "Labels": {"org.opencontainers.image.description":
                               f"k3ops lab: a stand-in for {stands_in_for} serving a GGUF with llama-server"}},
-        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created_by": CREATED_BY}],
     }, sort_keys=True).encode()
     parts = []
-    for content, media_type in ((config, CONFIG_TYPE), (compressed.getvalue(), LAYER_TYPE)):
+    for content, media_type in ((config, CONFIG_TYPE), (compressed, LAYER_TYPE)):
         digest = "sha256:" + hashlib.sha256(content).hexdigest()
         blob(image, digest).parent.mkdir(parents=True, exist_ok=True)
         blob(image, digest).write_bytes(content)

@@ -82,8 +82,8 @@ def plan_text(rollout, batches: list[list[dict]]) -> str:
 
     record = rollout.record
     lines = [f"rollout of {record['inventory']} to {of(record).label} {record['to']}: {len(rollout.groups)} engine "
-             f"groups, at most {record['budget']} hosts out of service at once (--max-unavailable {record['max_unavailable']}"
-             f", counting hosts already out), halting after {record['max_failures'] + 1} failed groups"]
+             f"groups, at most {record['budget']} hosts out of service at once "
+             f"(--max-unavailable {record['max_unavailable']}, counting hosts already out), halting after {record['max_failures'] + 1} failed groups"]
     for number, batch in enumerate(batches, 1):
         kind = "canary, then a soak" if any(group["canary"] for group in batch) else "batch"
         lines.append(f"  {number}. {kind}: " + "; ".join(f"{group['name']} ({', '.join(group['hosts'])})"
