@@ -35,13 +35,14 @@ GPU_HOST_CHECKS = ("--ignore", "tests/hosts/test_model.py", "--ignore", "tests/h
 IN_PROCESS = (("doctor",), ("lab", "fault"), ("upgrade", "status"), ("serve", "chat"))
 
 
-def k3ops(*args: str, check: bool = True, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run the real `k3ops` command line."""
-    if args[:1] in IN_PROCESS or args[:2] in IN_PROCESS:
+def k3ops(*args: str, check: bool = True, timeout: float = COMMAND_TIMEOUT,
+          env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real `k3ops` command line (`env`: added to this process's environment, in a process of its own)."""
+    if (args[:1] in IN_PROCESS or args[:2] in IN_PROCESS) and env is None:
         result = cli(*args)
     else:
         result = subprocess.run([sys.executable, "-m", "k3ops.cli", *args], capture_output=True, text=True,
-                                cwd=REPO_ROOT, timeout=timeout)
+                                cwd=REPO_ROOT, timeout=timeout, env={**os.environ, **(env or {})})
     if check and result.returncode != 0:
         raise AssertionError(f"k3ops {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
     return result

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -227,24 +229,51 @@ def test_lab_build_reuses_the_whole_caches_and_starts_nothing(lab):
     assert k3ops("lab", "status", "--json").stdout == before
 
 
-def test_a_lab_build_rebuilds_the_caches_broken_on_purpose(lab):
+def test_a_lab_build_rebuilds_the_caches_broken_on_purpose(lab, monkeypatch):
     """The hub venv's pip broken as on that fresh machine (issue 13), and a wheel gone from the wheelhouse: the
-    next `lab build` (the same cache entries `lab up` starts from) says so, rebuilds both, and they work."""
+    next `lab build` (the same cache entries `lab up` starts from) says so, rebuilds both, and they work.
+
+    Broken in a cache of this test's own (hard-linked copies of those two entries, the others shared): the test
+    command's other lab streams install from the shared wheelhouse meanwhile."""
     k3ops("lab", "down")
-    venv = hub.venv().resolve()
-    next(venv.glob("lib/python3*/site-packages/pip/_vendor/urllib3/util/timeout.py")).unlink()
-    wheels = wheelhouse.build(log=lambda message: None)  # the wheelhouse `lab up` serves (still whole: reused)
-    dependency = next(wheel for wheel in sorted(wheels.glob("*.whl")) if not wheel.name.startswith("huggingface_hub-"))
-    dependency.unlink()
-    built = k3ops("lab", "build").stdout
-    assert f"the lab's hub venv ({', '.join(hub.VENV_REQUIREMENTS)}) at {hub.venv()} is broken" in built
-    assert "No module named 'pip._vendor.urllib3.util.timeout'" in built
-    assert (f"the lab's wheelhouse for the hosts ({', '.join(wheelhouse.WHEELHOUSE_REQUIREMENTS)}) at {wheels} "
-            "is broken") in built
-    assert hub.venv().resolve() != venv and (wheels / dependency.name).is_file()
-    subprocess.run([str(hub.venv_python()), "-m", "pip", "check"], check=True, capture_output=True)
-    assert subprocess.run([str(hub.venv() / "bin" / "olah-cli"), "--help"], capture_output=True).returncode == 0
-    wheelhouse.check(wheels)
+    shared = state.CACHE_DIR
+    private = Path(tempfile.mkdtemp(prefix="k3ops-lab-broken-on-purpose-", dir=shared.parent))
+    try:
+        _copy_the_hub_venv_and_wheelhouse(shared, private)
+        monkeypatch.setattr(state, "CACHE_DIR", private)
+        venv = hub.venv().resolve()
+        next(venv.glob("lib/python3*/site-packages/pip/_vendor/urllib3/util/timeout.py")).unlink()
+        wheels = wheelhouse.build(log=lambda message: None)  # the copy, still whole: reused
+        dependency = next(wheel for wheel in sorted(wheels.glob("*.whl"))
+                          if not wheel.name.startswith("huggingface_hub-"))
+        dependency.unlink()
+        built = k3ops("lab", "build", env={"K3OPS_LAB_CACHE": str(private)}).stdout
+        assert f"the lab's hub venv ({', '.join(hub.VENV_REQUIREMENTS)}) at {hub.venv()} is broken" in built
+        assert "No module named 'pip._vendor.urllib3.util.timeout'" in built
+        assert (f"the lab's wheelhouse for the hosts ({', '.join(wheelhouse.WHEELHOUSE_REQUIREMENTS)}) at "
+                f"{wheels} is broken") in built
+        assert hub.venv().resolve() != venv and (wheels / dependency.name).is_file()
+        subprocess.run([str(hub.venv_python()), "-m", "pip", "check"], check=True, capture_output=True)
+        assert subprocess.run([str(hub.venv() / "bin" / "olah-cli"), "--help"], capture_output=True).returncode == 0
+        wheelhouse.check(wheels)
+    finally:
+        shutil.rmtree(private)  # its links to the shared entries go, not what they point to
+
+
+def _copy_the_hub_venv_and_wheelhouse(shared: Path, private: Path) -> None:
+    """A cache at `private` whose hub venv and wheelhouse are hard-linked copies (a file unlinked there is gone
+    there only) and whose other entries are the shared ones."""
+    for entry in shared.iterdir():
+        if entry.name not in ("hub", "wheelhouse"):
+            (private / entry.name).symlink_to(entry)
+    venv = (shared / "hub" / "venv").resolve()
+    (private / "hub").mkdir()
+    (private / "hub" / "mirrors").symlink_to(shared / "hub" / "mirrors")
+    subprocess.run(["cp", "-al", str(venv), str(private / "hub" / venv.name)], check=True)
+    (private / "hub" / "venv").symlink_to(venv.name)
+    wheels = wheelhouse.build(log=lambda message: None)
+    (private / "wheelhouse").mkdir()
+    subprocess.run(["cp", "-al", str(wheels), str(private / "wheelhouse" / wheels.name)], check=True)
 
 
 def _state_of(name: str) -> str:
