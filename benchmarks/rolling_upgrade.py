@@ -1,7 +1,7 @@
-"""A rolling driver upgrade's cost and its floor of service: `k3ops upgrade driver` on 4 and 8 lab hosts with
---max-unavailable 1 and 2.
+"""A rolling upgrade's cost and its floor of service: `k3ops upgrade driver` and `k3ops upgrade model` on 4 and 8
+lab hosts with --max-unavailable 1 and 2.
 
-    .venv/bin/python benchmarks/rolling_upgrade.py [--hosts 4,8]
+    .venv/bin/python benchmarks/rolling_upgrade.py [--hosts 4,8] [--release driver,model]
     .venv/bin/python benchmarks/rolling_upgrade.py --chaos
 
 As root, no lab up: brings up 8 h200x8 hosts serving the tiny model at driver 580.105.08 behind the lab's
@@ -9,8 +9,11 @@ load balancer (deploys/k3.py, as the lab test does), then runs the rollouts one 
 first N hosts to the other driver (so every run upgrades or rolls back: the same command), while a poller sends
 chat completions to every host the balancer lists. Prints each rollout's wall time, its time per host, the
 speed-up of max-unavailable 2 over 1, and the lowest share of the N hosts the poller saw serving, against the
-1 - max-unavailable/N the budget promises. The lab's hosts share this machine's cores, so deploys on several
-hosts at once do not run as fast as on separate machines: the speed-up is a floor.
+1 - max-unavailable/N the budget promises. The model rollouts move the same hosts between the tiny model's two
+revisions (staged on every host first, then switched a host at a time, no reboot), and print the files the lab's
+Hub served for each: the first one's new files once, a move back to a revision still cached none. The lab's hosts
+share this machine's cores, so deploys on several hosts at once do not run as fast as on separate machines: the
+speed-up is a floor.
 
 With --chaos (no lab, no root): what a dead controller costs. The chaos matrix's runs (tests/unit/
 test_upgrade_chaos.py: the real rollout against a simulated fleet of three 2-node groups on bare metal's times, a
@@ -31,7 +34,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-from tests.lab.test_upgrade import NEW, OLD, Poller, serve_behind_the_balancer, upgrade_inventory  # noqa: E402
+from k3ops_lab import hub  # noqa: E402
+from tests.lab.balanced_fleet import Poller, serve_behind_the_balancer  # noqa: E402
+from tests.lab.test_upgrade import NEW, OLD, upgrade_inventory  # noqa: E402
 
 HOSTS = [f"gpu-{index:02d}" for index in range(1, 9)]
 
@@ -72,6 +77,7 @@ def chaos() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hosts", default="4,8", help="comma-separated fleet sizes (at most 8)")
+    parser.add_argument("--release", default="driver,model", help="what the rollouts move: driver, model or both")
     parser.add_argument("--chaos", action="store_true", help="the chaos runs' added time (simulated fleet, no lab)")
     arguments = parser.parse_args()
     if arguments.chaos:
@@ -83,33 +89,45 @@ def main() -> int:
             os.environ["XDG_STATE_HOME"] = str(Path(scratch) / "state")
             inventory, balancer = upgrade_inventory(Path(scratch))
             serve_behind_the_balancer(inventory, balancer, HOSTS[:max(counts)])
-            version, timings = NEW, {}
-            for count in counts:
-                for allowed in (1, 2):
-                    hosts = HOSTS[:count]
-                    poller = Poller(inventory, balancer, hosts)
-                    poller.start()
-                    started = time.monotonic()
-                    result = k3ops("upgrade", "driver", inventory, "--to", version, "--max-unavailable", str(allowed),
-                                   "--limit", ",".join(hosts), check=False)
-                    seconds = time.monotonic() - started
-                    poller.stopping.set()
-                    poller.join()
-                    if result.returncode != 0:
-                        print(result.stdout[-3000:] + result.stderr[-3000:])
-                        return 1
-                    timings[count, allowed] = seconds
-                    promised = 1 - allowed / count
-                    print(f"{count} hosts, max-unavailable {allowed}, to {version}: {seconds:.0f} s "
-                          f"({seconds / count:.0f} s per host); lowest share serving {poller.least_serving:.2f} "
-                          f"(budget's floor {promised:.2f}: {'kept' if poller.least_serving >= promised else 'BROKEN'}), "
-                          f"at most {poller.most_out} out, {len(poller.dropped)} dropped requests, {poller.polls} polls")
-                    version = OLD if version == NEW else NEW
-                print(f"{count} hosts: max-unavailable 2 took {timings[count, 2] / timings[count, 1]:.2f}x the time "
-                      "of max-unavailable 1")
+            moves = {"driver": (NEW, OLD), "model": tuple(reversed(hub.TINY_MODEL_REVISIONS))}
+            for release in arguments.release.split(","):
+                if not rollouts(release, moves[release], inventory, balancer, counts):
+                    return 1
     finally:
         k3ops("lab", "down")
     return 0
+
+
+def rollouts(release: str, versions: tuple[str, str], inventory: str, balancer: Path, counts: list[int]) -> bool:
+    """`k3ops upgrade RELEASE` on the first N hosts for each N, with max-unavailable 1 then 2, each to the other of
+    `versions` (the first: the one the fleet does not run), printing what each cost."""
+    timings, index = {}, 0
+    for count in counts:
+        for allowed in (1, 2):
+            hosts, version = HOSTS[:count], versions[index % 2]
+            index += 1
+            served = len(hub.downloads())
+            poller = Poller(inventory, balancer, hosts)
+            poller.start()
+            started = time.monotonic()
+            result = k3ops("upgrade", release, inventory, "--to", version, "--max-unavailable", str(allowed),
+                           "--limit", ",".join(hosts), check=False)
+            seconds = time.monotonic() - started
+            poller.stopping.set()
+            poller.join()
+            if result.returncode != 0:
+                print(result.stdout[-3000:] + result.stderr[-3000:])
+                return False
+            timings[count, allowed] = seconds
+            promised = 1 - allowed / count
+            print(f"{release}: {count} hosts, max-unavailable {allowed}, to {version}: {seconds:.0f} s "
+                  f"({seconds / count:.0f} s per host); lowest share serving {poller.least_serving:.2f} "
+                  f"(budget's floor {promised:.2f}: {'kept' if poller.least_serving >= promised else 'BROKEN'}), "
+                  f"at most {poller.most_out} out, {len(poller.dropped)} dropped requests, {poller.polls} polls, "
+                  f"{len(hub.downloads()) - served} files from the Hub")
+        print(f"{release}: {count} hosts: max-unavailable 2 took {timings[count, 2] / timings[count, 1]:.2f}x the "
+              "time of max-unavailable 1")
+    return True
 
 
 if __name__ == "__main__":

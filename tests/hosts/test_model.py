@@ -80,7 +80,9 @@ def test_the_pinned_revision_is_active_and_verified(host, spec, model):
 
 
 def test_rollback_depth_bounds_the_revisions_kept(host, spec, model):
-    assert len(checkpoint_state(host, model)["installed"]) <= 1 + model.model.rollback_depth
+    """The active revision, rollback_depth earlier ones, and one a model rollout staged beside them."""
+    state = checkpoint_state(host, model)
+    assert len(state["installed"]) <= 1 + model.model.rollback_depth + (1 if state.get("staged") else 0)
 
 
 def test_hub_token_is_the_one_given_and_readable_only_by_root(host, spec, model):

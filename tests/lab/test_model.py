@@ -31,9 +31,8 @@ def deploy(inventory: str = "inventory/lab/hosts.py", *args: str) -> dict:
 
 
 def hub_downloads() -> list[str]:
-    """Files the lab Hub has served, one entry per download, from its access log."""
-    log = (state.STATE_DIR / "run" / "hub.log").read_text()
-    return re.findall(r'"GET /[^ ]*/resolve/[0-9a-f]{40}/(\S+) HTTP/1\.1" 200', log)
+    """Files the lab Hub has served, one entry per download."""
+    return [path for _, path in hub.downloads()]
 
 
 def store_state(host: str) -> dict:
@@ -178,8 +177,23 @@ def test_a_disk_too_small_is_refused_before_any_byte_is_fetched(lab):
     assert store_state("gpu-03")["active"] == FIRST
 
 
-def test_a_second_revision_keeps_the_first_for_rollback(lab, tmp_path):
+def test_a_plain_deploy_does_not_switch_the_serving_fleet_to_a_new_revision_at_once(lab, tmp_path):
+    """Every engine restarting onto the new weights at once is a dark fleet: refused before any host changes,
+    naming the rollout; one host alone may switch (that is how a rollout's group moves)."""
     second = lab_inventory(tmp_path / "second.py", model={"revision": SECOND})
+    before = hub_downloads()
+    refused = pyinfra("deploys/model.py", inventory=second, env={"HF_TOKEN": TEST_TOKEN})
+    assert refused.returncode != 0
+    assert f"`k3ops upgrade model INVENTORY --to {SECOND}`" in refused.stdout + refused.stderr
+    assert hub_downloads() == before
+    for host in HOSTS:
+        assert store_state(host)["active"] == FIRST
+        assert on_host(host, f"systemctl is-active {ENGINE_UNIT}").stdout.strip() == "active"
+
+
+def test_a_second_revision_keeps_the_first_for_rollback(lab, tmp_path):
+    """Data that lets the fleet go dark (model_switch_together) switches every host in one deploy."""
+    second = lab_inventory(tmp_path / "second.py", model={"revision": SECOND}, model_switch_together=True)
     before = hub_downloads()
     deploy(second)
     changed = {entry["path"]: entry for entry in manifest(SECOND)["files"]}

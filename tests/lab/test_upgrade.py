@@ -15,48 +15,30 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from k3ops.engines.units import engine_urls
-from k3ops.inventory import load
 from k3ops.onhost.layout import MAINTENANCE_MARKER
-from k3ops.settings import host_settings
 from k3ops_lab import lab as lab_module
 from k3ops_lab import state
 
 from ..conftest import REPO_ROOT
+from .balanced_fleet import Poller, answers, balancer_data, chat_urls, serve_behind_the_balancer
 from .conftest import COMMAND_TIMEOUT, k3ops, lab_inventory, on_host, pyinfra
 
 LAB_PROFILES = ("h200x8", "h200x8", "h200x8")
 HOSTS = ("gpu-01", "gpu-02", "gpu-03")
 OLD, NEW = "580.105.08", "580.126.09"
-BALANCER = str(Path(__file__).with_name("load_balancer.py"))
 
 
 def upgrade_inventory(work: Path) -> tuple[str, Path]:
     """The lab at the old driver behind the lab's balancer (a directory under `work`), with short waits."""
     balancer = work / "balancer"
-    command = ["python3", BALANCER, str(balancer)]
-    inventory = lab_inventory(work / "fleet.py", nvidia_driver_version=OLD,
-                              upgrade_lb_deregister_command=[*command, "deregister", "{host}", "{address}"],
-                              upgrade_lb_register_command=[*command, "register", "{host}", "{address}"],
-                              upgrade_lb_status_command=[*command, "status", "{host}", "{address}"],
-                              upgrade_lb_settle_seconds=1, upgrade_drain_timeout_seconds=30, upgrade_soak_seconds=2,
+    inventory = lab_inventory(work / "fleet.py", nvidia_driver_version=OLD, **balancer_data(balancer),
                               upgrade_rollback_failed_canary=True, reboot_timeout_seconds=300)
     return inventory, balancer
-
-
-def serve_behind_the_balancer(inventory: str, balancer: Path, hosts) -> None:
-    """The whole stack deployed, and every host registered with the balancer."""
-    deployed = pyinfra("deploys/k3.py", inventory=inventory)
-    assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
-    for host in hosts:
-        subprocess.run(["python3", BALANCER, str(balancer), "register", host, "-"], check=True)
 
 
 @pytest.fixture(scope="module")
@@ -81,50 +63,6 @@ def group_states(fleet) -> dict[str, str]:
 
 def driver(host: str) -> str:
     return on_host(host, "cat /sys/module/nvidia/version").stdout.strip()
-
-
-def chat_urls(inventory: str) -> dict[str, str]:
-    return {host.name: engine_urls(host_settings(host).engine.engine)["chat_url"]
-            for host in load(inventory)}
-
-
-def answers(url: str) -> bool:
-    """One chat completion, as a client of the balancer would send it."""
-    body = json.dumps({"model": "tiny-k3", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
-    request = urllib.request.Request(url, data=body.encode(), headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {state.api_key().read_text().strip()}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return bool(json.loads(response.read())["choices"][0]["message"]["content"])
-    except (OSError, ValueError, KeyError):
-        return False
-
-
-class Poller(threading.Thread):
-    """Clients of the balancer: every half second, how many of `hosts` it lists out, and a chat completion from
-    each host it lists (a host still listed after its request failed is a request the rollout dropped)."""
-
-    def __init__(self, inventory: str, balancer: Path, hosts=HOSTS):
-        super().__init__(daemon=True)
-        self.balancer, self.hosts, self.urls = balancer, tuple(hosts), chat_urls(inventory)
-        self.stopping, self.most_out, self.polls, self.dropped = threading.Event(), 0, 0, []
-        self.least_serving = 1.0  # the lowest share of the hosts that were listed and answered, at one poll
-
-    def listed(self) -> set[str]:
-        return {path.name for path in self.balancer.iterdir()} & set(self.hosts)
-
-    def run(self) -> None:
-        while not self.stopping.wait(0.5):
-            listed = self.listed()
-            self.most_out = max(self.most_out, len(set(self.hosts) - listed))
-            serving = 0
-            for host in sorted(listed):
-                if answers(self.urls[host]):
-                    serving += 1
-                elif host in self.listed():
-                    self.dropped.append((time.strftime("%H:%M:%S"), host))
-            self.least_serving = min(self.least_serving, serving / len(self.hosts))
-            self.polls += 1
 
 
 def test_the_plan_and_bad_arguments_touch_no_host(fleet):
@@ -199,7 +137,7 @@ def test_resume_after_the_controller_dies_finishes_with_one_host_out_at_a_time(f
     k3ops("lab", "boot-delay", "gpu-02", "30")
     console = lab_module.console_log(state.load().host("gpu-02"))
     reboots = console.read_text(errors="replace").count("rebooted;")
-    poller = Poller(fleet["inventory"], fleet["balancer"])
+    poller = Poller(fleet["inventory"], fleet["balancer"], HOSTS)
     poller.start()
     try:
         killed_controller(fleet, lambda: group_states(fleet)["gpu-01"] == "draining", "gpu-01's drain")

@@ -172,3 +172,22 @@ def test_a_peer_is_reached_at_its_address_whatever_its_form(tmp_path, address):
                    capture_output=True, timeout=30)
     arguments = given.read_text().splitlines()
     assert address in arguments and arguments[arguments.index(address) - 1] == "k3ops-peer", arguments
+
+
+def test_a_staged_revision_stays_beside_the_active_one_until_a_fetch_activates_it(store, tmp_path):
+    """A rollout's staging (`activate` false): the revision installed is not made active, a prune of the old
+    revision's fetch keeps it, and the fetch that activates it needs no download (the endpoint answers nothing)."""
+    install(store, REV_A, {"w.bin": b"one"})
+    install(store, REV_B, {"w.bin": b"two"})
+    install(store, REV_C, {"w.bin": b"three"})
+    store.activate(REV_A)
+    store.activate(REV_B)  # REV_A is history: what rollback_depth 1 keeps
+    config = FetchConfig(name="tiny", repo_id="org/model", revision=REV_C, cache_path=str(tmp_path),
+                         endpoint="http://127.0.0.1:9", headroom_bytes=0, rollback_depth=1, activate=False)
+    fetch.fetch(config)
+    assert store.active() == REV_B and store.state()["staged"] == REV_C
+    fetch.fetch(FetchConfig(**{**config.__dict__, "revision": REV_B, "activate": True}))  # a plain deploy of B
+    assert store.installed() == sorted([REV_A, REV_B, REV_C]) and store.active() == REV_B
+    fetch.fetch(FetchConfig(**{**config.__dict__, "activate": True}))
+    assert store.active() == REV_C and store.state()["staged"] is None
+    assert store.installed() == sorted([REV_B, REV_C])  # REV_A past the rollback depth once C is active

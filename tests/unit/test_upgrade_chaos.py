@@ -3,7 +3,8 @@
 resume`. Each run must end done with no group ever failed, never more hosts out of service than the budget, every
 host on the new driver and serving. The fleet is simulated (tests/unit/upgrade_fleet.py) on bare metal's times;
 the rollout, its record and its steps are the real ones. tests/lab/test_upgrade.py kills a real controller in the
-lab at three of these points."""
+lab at three of these points. A model revision (`k3ops upgrade model`) goes through the same machine: staged on
+every host first, no reboot, a failed canary back on the revision it served."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from k3ops.upgrade.machine import State
 from k3ops.upgrade.record import Rollout
 
-from .upgrade_fleet import WAY, Fleet, Fleets, cuda_index, kill_points, reboot_points, rolled
+from .upgrade_fleet import (MODEL, MODEL_BUDGET, MODEL_HOSTS, REVISION, STAGE_MODEL, SWITCH_MODEL, WAY, Fleet, Fleets,
+                            cuda_index, kill_points, reboot_points, rolled)
 
 _clean: dict[str, Fleet] = {}  # the uninterrupted run, once per session
 
@@ -85,3 +87,53 @@ def test_an_amd_fleet_moves_to_a_rocm_release_through_the_same_machine_and_resum
     fleet = amd_fleets.new()
     assert_done(fleet, rolled(fleet, where, whole_group=False))
     assert fleet.moves > where
+
+
+@pytest.fixture
+def model_fleets(tmp_path, monkeypatch) -> Fleets:
+    with cuda_index(tmp_path) as repository:
+        yield Fleets(tmp_path, repository, monkeypatch, model=True)
+
+
+def test_a_model_revision_is_staged_on_every_host_before_any_group_is_drained(model_fleets):
+    """`k3ops upgrade model`: the one staging deploy covers the four hosts while all serve; then each host in turn
+    is drained, switched (no reboot: the fleet's boots never change) and validated on the revision its engine
+    loaded, never more than one out."""
+    fleet = model_fleets.new()
+    assert_done(fleet, rolled(fleet))
+    staging, *switches = sorted(fleet.deploys.values(), key=lambda deploy: deploy.begun)
+    assert staging.function == STAGE_MODEL and sorted(staging.hosts) == sorted(MODEL_HOSTS)
+    assert [deploy.function for deploy in switches] == [SWITCH_MODEL] * len(MODEL_HOSTS)
+    assert staging.ends <= switches[0].begun
+    assert {host.boot for host in fleet.hosts.values()} == {1}
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+@pytest.mark.parametrize("state", ["pending", State.DRAINING, State.UPGRADING, State.VALIDATING, State.SOAKING])
+def test_a_model_rollout_killed_in_any_state_is_resumed_to_done(model_fleets, state, where):
+    """The controller alone killed (its staging or switch deploy running on) in the staging ("pending") and in each
+    state a group passes through, then `k3ops upgrade resume`: done, within the budget, every engine on the new
+    revision."""
+    clean = model_fleets.new()
+    assert_done(clean, rolled(clean))
+    kill_at = kill_points(clean, state)[where]
+    fleet = model_fleets.new()
+    assert_done(fleet, rolled(fleet, kill_at, whole_group=False))
+    assert fleet.moves > kill_at
+
+
+def test_a_canary_that_cannot_load_the_new_revision_serves_the_old_one_again_and_halts_the_rollout(model_fleets):
+    """No data asks for it: a model's failed canary goes back to the revision it served (still in its cache, so
+    the switch back stages nothing), validates there and serves; the rollout halts, the other hosts untouched."""
+    fleet = model_fleets.new()
+    fleet.hosts["gpu-01"].cannot_load = REVISION
+    assert rolled(fleet) == 1
+    rollout = Rollout.load(fleet.record_path)
+    canary = rollout.group("gpu-01")
+    assert rollout.status == "halted" and canary["state"] == "done" and canary["failures"] == 1
+    assert [deploy.version for deploy in fleet.deploys.values() if deploy.function == SWITCH_MODEL] == \
+        [REVISION, MODEL["revision"]]
+    assert {(name, host.installed, host.loaded) for name, host in fleet.hosts.items()} == \
+        {(name, MODEL["revision"], MODEL["revision"]) for name in MODEL_HOSTS}
+    assert fleet.out_of_service() == [] and fleet.worst <= MODEL_BUDGET
+    assert all(host.marker is None for host in fleet.hosts.values())

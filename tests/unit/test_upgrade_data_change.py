@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from k3ops.upgrade.data_change import change
+from k3ops.upgrade.data_change import change, revision_change
 
 
 def inventory_with(tmp_path, group_data: dict[str, str], inventory: str = "hgx = ['gpu-01']\n") -> str:
@@ -56,3 +56,21 @@ def test_a_rocm_rollout_edits_rocm_release(tmp_path, monkeypatch):
         f"{tmp_path}/group_data/mi355x.py:1: 6.4.1 -> 7.0.2 (written)"]
     assert (tmp_path / "group_data" / "mi355x.py").read_text() == \
         'rocm_release = "7.0.2"\nnvidia_driver_version = "580.105.08"\n'
+
+
+def test_a_model_revision_is_found_where_the_model_dict_writes_it(tmp_path, monkeypatch):
+    """The revision sits in the model's dict, wherever its key is: the line holding the revision the hosts ran is
+    named, then rewritten in a group_data file; in the inventory itself it is left to a person."""
+    monkeypatch.chdir(tmp_path)
+    old, new = "0123456789abcdef" * 2 + "01234567", "89abcdef" * 5
+    fleet = inventory_with(tmp_path, {"all.py": f'model = {{\n    "repo_id": "moonshotai/Kimi-K3",\n'
+                                                f'    "revision": "{old}",\n    "name": "kimi-k3",\n}}\n'},
+                           inventory=f'hgx = [("gpu-09", {{"model_revision_note": "{old}"}})]\n')
+    said = revision_change(fleet, new, {old}, write=False)
+    assert said == [f"{tmp_path}/fleet.py:1: `hgx = [(\"gpu-09\", {{\"model_revision_note\": \"{old}\"}})]`: set it "
+                    f"to \"{new}\" by hand",
+                    f"{tmp_path}/group_data/all.py:3: change {old} to {new} (or rerun with --write-data)"]
+    revision_change(fleet, new, {old}, write=True)
+    assert f'    "revision": "{new}",\n' in (tmp_path / "group_data" / "all.py").read_text()
+    assert revision_change(tmp_path / "fleet.py", new, {"f" * 40}, write=True)[0].startswith(
+        "no file of the inventory's data names the revision the hosts ran")

@@ -124,7 +124,7 @@ def test_resume_refuses_a_record_whose_inventory_is_gone(fleet):
         {**group, "state": "paused"} for group in json.loads(path.read_text())["groups"]]})),
      "is not a whole record (a group in no state of a rollout: paused)"),
     (lambda path: path.write_text(json.dumps({**json.loads(path.read_text()), "release": "firmware"})),
-     "is not a whole record (release 'firmware' is none of driver, rocm)"),
+     "is not a whole record (release 'firmware' is none of driver, rocm, model)"),
 ], ids=["0644", "0620", "a link", "bad JSON", "not an object", "no digest", "a group cut short", "an unknown state",
         "an unknown release"])
 @pytest.mark.parametrize("command", ["resume", "status", "abort"])

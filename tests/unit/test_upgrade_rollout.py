@@ -325,3 +325,23 @@ def test_a_group_whose_host_is_out_of_the_balancer_with_no_marker_is_held(tmp_pa
                             "gpu-02": {"marker": None, "out": None, "current": False, "off_balancer": None}})
     assert [(group["state"], group["canary"]) for group in groups] == [("held", False), ("pending", True)]
     assert groups[0]["detail"].endswith(f"gpu-01: {off}, with no maintenance marker")
+
+
+def test_a_model_rollout_plans_the_serving_hosts_of_one_model_and_refuses_a_branch(tmp_path, repository, capsys):
+    """`k3ops upgrade model`: hosts that serve no model are listed out; hosts that serve two models are refused
+    (one rollout moves one model); a branch is not a revision; none of it touches a host."""
+    other = {**MODEL, "repo_id": "moonshotai/Kimi-K3-Instruct", "name": "kimi-k3-instruct"}
+    fleet = inventory(tmp_path, repository, {"gpu-01": clustered("a"), "gpu-02": clustered("a"), "gpu-03": {},
+                                             "gpu-04": {"model": other, "engine": clustered("b")["engine"]},
+                                             "gpu-05": {"model": other, "engine": clustered("b")["engine"]}})
+    to = "89abcdef" * 5
+    status, out, _ = upgrade(capsys, "model", fleet, "--to", to, "--limit", "gpu-0[1-3]", "--max-unavailable", "2",
+                             "--dry-run")
+    assert status == 0 and f"to model revision {to}: 1 engine groups" in out, out
+    assert "1. canary, then a soak: a (gpu-01, gpu-02)" in out and "gpu-03: serves no model" in out, out
+    status, _, err = upgrade(capsys, "model", fleet, "--to", to, "--dry-run")
+    assert status == 1 and "the selected hosts serve 2 different models" in err, err
+    assert "--limit the rollout to one model's hosts" in err
+    status, _, err = upgrade(capsys, "model", fleet, "--to", "main", "--limit", "gpu-01,gpu-02")
+    assert status == 1 and "--to: 'main' is not a full 40-hex commit sha" in err, err
+    assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.json"))

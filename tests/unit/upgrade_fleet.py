@@ -1,4 +1,5 @@
-"""A simulated GPU fleet for the rollout's chaos tests (tests/unit/test_upgrade_chaos.py).
+"""A simulated GPU fleet for the rollout's chaos tests (tests/unit/test_upgrade_chaos.py), moved to a new driver,
+ROCm release or model revision.
 
 The real rollout (k3ops.upgrade: the CLI verbs, the record, the state machine, every step) runs against it; what it
 would ask of hosts and of the tools it starts is answered here: SSH sessions (k3ops.remote.on_targets), pyinfra's
@@ -29,6 +30,7 @@ from k3ops.deploys.rocm import release_number
 from k3ops.facts.amd import AmdgpuModule, RocmVersion
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.boot import BootId
+from k3ops.facts.checkpoint import ModelCheckpoints
 from k3ops.facts.engine import EngineMetrics, EngineState
 from k3ops.facts.gpu_health import DcgmDiag
 from k3ops.facts.maintenance import MaintenanceMarker
@@ -36,7 +38,7 @@ from k3ops.facts.nvidia import NvidiaKernelModule, NvSwitches
 from k3ops.facts.units import UnitStates
 from k3ops.onhost import layout
 from k3ops.remote import CommandFailed, HostResult
-from k3ops.upgrade import record, rollout, steps
+from k3ops.upgrade import record, releases, rollout, steps
 from k3ops.upgrade.machine import IN_FLIGHT, State
 
 from ..conftest import cli
@@ -60,6 +62,12 @@ AMD_BUDGET = 1
 WAY = ("pending", *sorted(IN_FLIGHT, key=list(State).index))  # the states a group passes through, in order
 DIGEST = "sha256:" + "a" * 64
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
+# A fleet of four B300 hosts, each serving alone, moved from MODEL's revision to REVISION: the release a host
+# runs is the revision active in its cache (`installed`) and the one its engine loaded at its last start (`loaded`).
+REVISION = "89abcdef" * 5
+MODEL_HOSTS = {name: [name] for name in ("gpu-01", "gpu-02", "gpu-03", "gpu-04")}
+MODEL_BUDGET = 1
+STAGE_MODEL, SWITCH_MODEL = releases.MODEL_REVISION.stage_deploy, releases.MODEL_REVISION.switch_deploy
 
 
 def amdgpu_dkms_version(release: str) -> str:
@@ -90,6 +98,8 @@ class Host:
     engine_enabled: bool = True
     engine_since: float | None = -ENGINE_START_SECONDS  # when the engine started (None: stopped): serving
     marker: dict | None = None
+    staged: set[str] = field(default_factory=set)  # model revisions staged beside the active one
+    cannot_load: str | None = None  # a model revision its engine fails to start on (a bad file, a wrong recipe)
 
 
 @dataclass
@@ -174,8 +184,17 @@ class Fleet:
     def advance(self, seconds: float) -> None:
         self.clock += seconds
         for deploy in self.deploys.values():
+            if not deploy.killed and not deploy.installed and self.clock >= deploy.ends \
+                    and deploy.function in (STAGE_MODEL, SWITCH_MODEL):
+                deploy.installed = True
+                for host in map(self.hosts.get, deploy.hosts):
+                    if deploy.function == STAGE_MODEL:
+                        host.staged.add(deploy.version)
+                    else:  # the switch: a revision never staged would be a download on a drained host
+                        assert deploy.version in host.staged | {host.installed, MODEL["revision"]}, deploy
+                        host.installed = deploy.version
             if not deploy.killed and not deploy.installed and self.clock >= deploy.begun + INSTALL_SECONDS \
-                    and deploy.function == steps.GPU_HOST_DEPLOY:
+                    and deploy.function == releases.GPU_HOST_DEPLOY:
                 deploy.installed = True
                 for host in map(self.hosts.get, deploy.hosts):
                     host.installed = deploy.version
@@ -194,7 +213,7 @@ class Fleet:
 
     def ready(self, host: Host) -> bool:
         return self.up(host) and host.engine_since is not None and host.loaded == host.installed \
-            and self.clock >= host.engine_since + ENGINE_START_SECONDS
+            and host.loaded != host.cannot_load and self.clock >= host.engine_since + ENGINE_START_SECONDS
 
     def out_of_service(self) -> list[str]:
         return [name for names in self.clusters.values()
@@ -224,13 +243,15 @@ class Fleet:
     def popen(self, command: list[str], **_) -> Process:
         self.move()
         function = command[command.index("-y") + 2]
-        version = json.loads(command[command.index("--data") + 1].split("=", 1)[1])
+        version = data_version(command)
         hosts = [command[index + 1] for index, word in enumerate(command) if word == "--limit"]
         running = [name for deploy in self.deploys.values() if self.process_start(deploy.pid) for name in deploy.hosts
                    if name in hosts]
         assert not running, f"a second deploy started on {running} beside one still running"
-        if function.endswith((".staged_driver", ".staged_release")):
+        if function.endswith((".staged_driver", ".staged_release")) or function == STAGE_MODEL:
             ends = self.clock + STAGE_SECONDS
+        elif function == SWITCH_MODEL:
+            ends = self.clock + RERUN_SECONDS
         elif all({self.hosts[name].installed, self.hosts[name].loaded} == {version} for name in hosts):
             ends = self.clock + RERUN_SECONDS
         else:
@@ -248,11 +269,13 @@ class Fleet:
         """The host checks of the driver (`k3ops check` as validation runs it)."""
         self.move()
         self.advance(CHECK_SECONDS)
-        version = json.loads(command[command.index("--data") + 1].split("=", 1)[1])
+        version = data_version(command)
         hosts = [command[index + 1] for index, word in enumerate(command) if word == "--limit"]
-        failed = [f"FAILED {name}: driver {self.hosts[name].loaded}, installed {self.hosts[name].installed}"
-                  for name in hosts if not self.up(self.hosts[name])
-                  or {self.hosts[name].loaded, self.hosts[name].installed} != {version}]
+        # A model's checks look at the cache's active revision; the engine that loads it starts after them.
+        runs = (lambda host: {host.installed}) if self.upgrade[0] == "model" else \
+            (lambda host: {host.loaded, host.installed})
+        failed = [f"FAILED {name}: runs {self.hosts[name].loaded}, installed {self.hosts[name].installed}"
+                  for name in hosts if not self.up(self.hosts[name]) or runs(self.hosts[name]) != {version}]
         return SimpleNamespace(returncode=1 if failed else 0, stdout="\n".join(failed), stderr="")
 
     def fabric_check(self, inventory: str, limit: list[str], data: dict) -> SimpleNamespace:
@@ -294,6 +317,12 @@ class Fleet:
                                     (steps, "process_start", self.process_start),
                                     (steps, "run_check", self.fabric_check), (steps, "run_doctor", self.doctor)):
             monkeypatch.setattr(module, name, value)
+
+
+def data_version(command: list[str]) -> str:
+    """The release a deploy or check is run at: its `--data` value (a model's revision, in the model's data)."""
+    value = json.loads(command[command.index("--data") + 1].split("=", 1)[1])
+    return value["revision"] if isinstance(value, dict) else value
 
 
 @dataclass
@@ -338,7 +367,9 @@ class Remote:
             UnitStates: lambda: {unit: {"active": "active" if running else "inactive"} for unit in arguments["units"]},
             EngineMetrics: lambda: {"requests_running": 0.0, "requests_waiting": 0.0, "kv_cache_usage": 0.0},
             EngineState: lambda: {"ready": fleet.ready(host), "detail": "healthy" if fleet.ready(host) else "starting",
-                                  "generation": {"answered": fleet.ready(host)}},
+                                  "generation": {"answered": fleet.ready(host)},
+                                  "revision": f"/srv/k3ops/models/{MODEL['name']}/revisions/{host.loaded}"},
+            ModelCheckpoints: lambda: {MODEL["name"]: {"active": host.installed}},
             DcgmDiag: lambda: {"exit_status": 0, "tests": {}},
         }
         return answers[fact]()
@@ -360,7 +391,10 @@ class Remote:
             host.engine_enabled, host.engine_since = False, None
         elif "systemctl enable --now" in command:
             host.engine_enabled = True
-            host.engine_since = self.fleet.clock if host.engine_since is None else host.engine_since
+            if host.engine_since is None:
+                host.engine_since = self.fleet.clock
+                if self.fleet.upgrade[0] == "model":  # the engine loads the active revision as it starts
+                    host.loaded = host.installed
         elif "systemctl stop" in command or command == "dpkg --configure -a":
             pass
         else:
@@ -373,6 +407,8 @@ class Remote:
         assert command.startswith(layout.WATCHDOG_COMMAND + " --wait"), command
         if self.host.engine_since is None:
             return False, "", "the engine is not running"
+        if self.host.loaded == self.host.cannot_load:
+            return False, "", f"not ready: the engine failed to load {self.host.loaded}"
         self.fleet.advance(max(self.host.engine_since + ENGINE_START_SECONDS - self.fleet.clock, 0))
         return True, "", ""
 
@@ -401,14 +437,20 @@ def cuda_index(directory: Path) -> Iterator[str]:
 
 class Fleets:
     """New simulated fleets in one inventory (`repository`: the index's URL), each with a controller state of its own
-    under `directory`: NVIDIA's CLUSTERS on OLD, moved to NEW by `k3ops upgrade driver`, or (`amd`) AMD_HOSTS on ROCm
-    AMD_OLD, moved to AMD_NEW by `k3ops upgrade rocm`."""
+    under `directory`: NVIDIA's CLUSTERS on OLD, moved to NEW by `k3ops upgrade driver`, (`amd`) AMD_HOSTS on ROCm
+    AMD_OLD, moved to AMD_NEW by `k3ops upgrade rocm`, or (`model`) MODEL_HOSTS serving MODEL's revision, moved to
+    REVISION by `k3ops upgrade model`."""
 
-    def __init__(self, directory: Path, repository: str, monkeypatch, amd: bool = False):
-        self.directory, self.monkeypatch, self.made, self.amd = directory, monkeypatch, 0, amd
+    def __init__(self, directory: Path, repository: str, monkeypatch, amd: bool = False, model: bool = False):
+        self.directory, self.monkeypatch, self.made, self.amd, self.model = directory, monkeypatch, 0, amd, model
         source = {"url": repository, "key_url": repository + "key.gpg"}
         common = {"allow_plain_http": True, "upgrade_soak_seconds": 30, "model": MODEL}
-        if amd:
+        if model:
+            entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **common, "hardware_profile": "b300x8",
+                               "nvidia_driver_version": OLD, "repositories": {"cuda": source},
+                               "engine": {"recipe": "vllm-b300x8", "image_digest": DIGEST}})
+                       for index, name in enumerate(MODEL_HOSTS, 10)]
+        elif amd:
             entries = [(name, {"ssh_hostname": f"192.0.2.{index}", **common, "hardware_profile": "mi355x8",
                                "rocm_release": AMD_OLD, "repositories": {"amdgpu": source, "rocm": source},
                                "engine": {"recipe": "vllm-mi355x8", "image_digest": DIGEST}})
@@ -425,15 +467,19 @@ class Fleets:
     def new(self) -> Fleet:
         self.made += 1
         self.monkeypatch.setenv("XDG_STATE_HOME", str(self.directory / f"state-{self.made}"))
-        fleet = Fleet.of(AMD_HOSTS, AMD_OLD, ("rocm", AMD_NEW, AMD_BUDGET)) if self.amd else \
-            Fleet.of(CLUSTERS, OLD, ("driver", NEW, BUDGET))
+        if self.model:
+            fleet = Fleet.of(MODEL_HOSTS, MODEL["revision"], ("model", REVISION, MODEL_BUDGET))
+        elif self.amd:
+            fleet = Fleet.of(AMD_HOSTS, AMD_OLD, ("rocm", AMD_NEW, AMD_BUDGET))
+        else:
+            fleet = Fleet.of(CLUSTERS, OLD, ("driver", NEW, BUDGET))
         fleet.inventory, fleet.record_path = str(self.inventory), record.record_path(str(self.inventory))
         fleet.install(self.monkeypatch)
         return fleet
 
 
 def rolled(fleet: Fleet, kill_at: int | None = None, whole_group: bool = True) -> int:
-    """`k3ops upgrade driver|rocm` to the fleet's new release, killed at move `kill_at`; then, if it was,
+    """`k3ops upgrade driver|rocm|model` to the fleet's new release, killed at move `kill_at`; then, if it was,
     `k3ops upgrade resume`."""
     fleet.kill_at, fleet.whole_group = kill_at, whole_group
     verb, to, budget = fleet.upgrade

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,13 @@ hf-lfs-netloc = "{nowhere}"
 [accessibility]
 offline = true
 """
+
+
+def downloads() -> list[tuple[str, str]]:
+    """(revision, path) of every file the hub has served whole, one entry per download, from olah's access lines
+    in its log: what proves a fetch took its bytes from the Hub, or did not."""
+    log = (state.STATE_DIR / "run" / "hub.log").read_text()
+    return re.findall(r'"GET /[^ ]*/resolve/([0-9a-f]{40})/(\S+) HTTP/1\.1" 200', log)
 
 
 def hub_url() -> str:

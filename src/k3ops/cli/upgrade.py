@@ -1,4 +1,5 @@
-"""`k3ops upgrade driver|rocm|status|resume|abort`: a rolling, resumable driver upgrade of a serving fleet."""
+"""`k3ops upgrade driver|rocm|model|status|resume|abort`: a rolling, resumable upgrade of a serving fleet's driver
+or model revision."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ STATUS_HEADER = ("GROUP", "HOSTS", "STATE", "SINCE", "DETAIL")
 
 
 def register(verbs) -> None:
-    from ..upgrade.releases import NVIDIA_DRIVER, ROCM
+    from ..upgrade.releases import MODEL_REVISION, NVIDIA_DRIVER, ROCM
 
-    upgrade = verbs.add_parser("upgrade", help="move a serving fleet to another driver, an engine group at a time")
+    upgrade = verbs.add_parser("upgrade", help="move a serving fleet to another driver or model revision, an engine "
+                                               "group at a time")
     commands = upgrade.add_subparsers(dest="upgrade_command", required=True)
     for release, what in ((NVIDIA_DRIVER, "a rolling NVIDIA driver upgrade (or rollback)"),
-                          (ROCM, "a rolling ROCm release change, amdgpu with it (or rollback)")):
+                          (ROCM, "a rolling ROCm release change, amdgpu with it (or rollback)"),
+                          (MODEL_REVISION, "a rolling change of the served model's revision, staged on every host "
+                                           "first (or a rollback to a revision still in the cache)")):
         command = commands.add_parser(release.kind, help=f"plan and run {what}")
         command.add_argument("inventory")
         command.add_argument("--to", required=True, metavar="VERSION", help=f"the release: {release.example}")
@@ -49,8 +53,9 @@ def register(verbs) -> None:
 
 def add_write_data_flag(command) -> None:
     command.add_argument("--write-data", action="store_true",
-                         help="once every group is done, set the release (nvidia_driver_version, rocm_release) in the "
-                              "group_data file that sets it (without: the exact change is printed)")
+                         help="once every group is done, set the release (nvidia_driver_version, rocm_release, the "
+                              "model's revision) in the group_data file that sets it (without: the exact change is "
+                              "printed)")
 
 
 def start(args) -> int:

@@ -14,14 +14,16 @@ from os import environ
 from urllib.parse import urlsplit
 
 from pyinfra import host
-from pyinfra.api import QuoteString, StringCommand, deploy
+from pyinfra.api import DeployError, QuoteString, StringCommand, deploy
 from pyinfra.facts.server import Which
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, pip, systemd
 from pyinfra.operations.util import any_changed
 
 from ..escape import authorized_keys_line, systemd_value
+from ..facts.checkpoint import ModelCheckpoints
 from ..onhost import layout
-from ..onhost.layout import PEER_USER
+from ..onhost.layout import ENGINE_UNIT, PEER_USER
 from ..operations import checkpoint as checkpoint_operations
 from ..operations import owned_files, packages, units
 from ..settings import host_settings
@@ -40,12 +42,25 @@ PEER_KEYS_HEADER = "# Managed by k3ops: peers may only read the model cache (rrs
 
 @deploy("Pinned checkpoint")
 def checkpoint() -> None:
+    pinned_checkpoint(activate=True)
+
+
+@deploy("Stage a model revision")
+def staged_checkpoint() -> None:
+    """The data's revision fetched and verified beside the active one, which keeps serving: a model rollout stages
+    every host before it drains any, so a slow Hub or a bad file is found while the whole fleet serves."""
+    pinned_checkpoint(activate=False)
+
+
+def pinned_checkpoint(activate: bool) -> None:
     settings = host_settings(host)
     spec, model_host = settings.gpu, settings.model
     model = model_host.model
     if model is None:
         host.noop("no model in this host's data")
         return
+    if activate:
+        refuse_switching_serving_hosts_together(model_host)
     user = spec.service_user
     packages.installed(name="Install what the fetcher and peer copies need",
                        packages=["python3-venv", "rsync", "openssh-client", "openssh-server"])
@@ -61,11 +76,37 @@ def checkpoint() -> None:
     systemd.daemon_reload(name="Reload systemd for the checkpoint units", _if=any_changed(*unit_files))
     files.directory(name=f"Directory {layout.MODEL_CONFIG_DIR}", path=layout.MODEL_CONFIG_DIR, mode="755")
     owned_files.config_file(name=f"Fetch settings for {model.name}", path=layout.model_config(model.name),
-                            content=fetch_config(model_host))
+                            content=fetch_config(model_host, activate))
     units.service(name=f"Weekly verification of {model.name}",
                   unit=layout.instance(layout.VERIFY_TIMER_TEMPLATE, model.name), running=True, enabled=True)
-    checkpoint_operations.active_revision(name=f"Fetch, verify and activate {model.name} {model.revision}", model=model.name,
-                               revision=model.revision, cache_path=model_host.model_cache_path)
+    checkpoint_operations.active_revision(
+        name=f"Fetch, verify and {'activate' if activate else 'stage'} {model.name} {model.revision}",
+        model=model.name, revision=model.revision, cache_path=model_host.model_cache_path, activate=activate)
+
+
+def refuse_switching_serving_hosts_together(model_host: ModelHostSpec) -> None:
+    """A new active revision restarts the engine onto it, minutes of loading weights on K3: a plain deploy that
+    would do so on a serving host together with other hosts of the model (the whole fleet dark at once) is
+    refused, naming the rollout that moves a group at a time; one host alone, a fleet not serving, or data that
+    says so (model_switch_together) may switch."""
+    model = model_host.model
+    if model_host.model_switch_together:
+        return
+    active = host.get_fact(ModelCheckpoints, cache_path=model_host.model_cache_path).get(model.name, {}).get("active")
+    if active in (None, model.revision) or not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
+        return
+    def same_model(other) -> bool:
+        theirs = host_settings(other).model.model
+        return other.name != host.name and theirs is not None and theirs.name == model.name
+
+    together = fleet.in_this_run(same_model)
+    if not together:
+        return
+    raise DeployError(
+        f"{host.name}: serves {model.name} {active} ({ENGINE_UNIT} is running); this deploy would switch it to "
+        f"{model.revision} and restart its engine together with {', '.join(other.name for other in together)}. Roll "
+        f"a serving fleet a group at a time: `k3ops upgrade model INVENTORY --to {model.revision}`; or set "
+        f"model_switch_together = True for a fleet that may go dark; or, after such a rollout, pin {active} again")
 
 
 def fetcher_environment(model_host: ModelHostSpec) -> None:
@@ -114,12 +155,12 @@ def token() -> None:
         files.file(name="No Hub token (HF_TOKEN not given)", path=layout.TOKEN_FILE, present=False)
 
 
-def fetch_config(model_host: ModelHostSpec) -> str:
-    """The fetch unit's settings: the pinned revision and where to get its bytes."""
+def fetch_config(model_host: ModelHostSpec, activate: bool) -> str:
+    """The fetch unit's settings: the pinned revision, where to get its bytes, and whether to make it active."""
     model = model_host.model
     peers = fan_out_sources(host.name, peer_fleet(model_host)) if model_host.model_source == "peers" else []
     return json.dumps({
-        "name": model.name, "repo_id": model.repo_id, "revision": model.revision,
+        "name": model.name, "repo_id": model.repo_id, "revision": model.revision, "activate": activate,
         "allow_patterns": model.allow_patterns, "ignore_patterns": model.ignore_patterns,
         "cache_path": model_host.model_cache_path, "endpoint": model_host.hf_endpoint,
         "headroom_bytes": int(model_host.model_cache_headroom_gib * GIB), "rollback_depth": model.rollback_depth,

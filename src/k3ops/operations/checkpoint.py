@@ -12,9 +12,11 @@ JOURNAL_LINES = 40
 
 
 @operation()
-def active_revision(model: str, revision: str, cache_path: str):
+def active_revision(model: str, revision: str, cache_path: str, activate: bool = True):
     """
-    Make ``revision`` the active, verified revision of a model, by running its fetch unit.
+    Make ``revision`` the active, verified revision of a model, by running its fetch unit; or, with
+    ``activate=False`` (a rollout's staging), installed and verified beside the active revision, which keeps
+    serving.
 
     The fetch runs as a systemd oneshot, so a download of hours survives a lost SSH session; a rerun
     of the deploy waits on the same job. When it fails, its journal is shown.
@@ -22,6 +24,7 @@ def active_revision(model: str, revision: str, cache_path: str):
     + model: the model's name (its cache directory and unit instance)
     + revision: the pinned commit sha
     + cache_path: the model cache's mount point
+    + activate: make it the active revision (the fetch settings the deploy wrote say the same)
 
     **Example:**
 
@@ -31,8 +34,13 @@ def active_revision(model: str, revision: str, cache_path: str):
     """
 
     state = host.get_fact(ModelCheckpoints, cache_path=cache_path).get(model, {})
-    if state.get("active") == revision and revision in state.get("installed", []) and not state.get("bad_files"):
+    verified = revision in state.get("installed", []) and not (state.get("active") == revision
+                                                                and state.get("bad_files"))
+    if verified and state.get("active") == revision:
         host.noop(f"{model} {revision} is active and verified")
+        return
+    if verified and not activate:
+        host.noop(f"{model} {revision} is staged and verified beside the active {state.get('active')}")
         return
     unit = QuoteString(instance(FETCH_UNIT_TEMPLATE, model))
     yield StringCommand("systemctl", "start", unit, "||", "{", "journalctl", "--unit", unit, "--lines",

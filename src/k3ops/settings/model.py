@@ -97,6 +97,9 @@ class ModelHostSpec(BaseModel):
                                   description="package index for the host-side fetcher's venv")
     python_find_links: str | None = Field(
         None, description="a directory of wheels used instead of the index (air-gapped)")
+    model_switch_together: bool = Field(
+        False, description="let one deploy move serving hosts to a new revision together, every engine restarting "
+                           "at once (a fleet whose outage is acceptable); otherwise `k3ops upgrade model` rolls it")
 
     @model_validator(mode="before")
     @classmethod

@@ -1,9 +1,10 @@
-"""The inventory's data after a rollout: where its release's setting (`nvidia_driver_version`, `rocm_release`) is
-set, the exact edit that makes it say what the fleet now runs, and (`--write-data`) that edit made, so that the
-next plain deploy agrees with the fleet instead of being refused on every serving host.
+"""The inventory's data after a rollout: where its release's setting (`nvidia_driver_version`, `rocm_release`, the
+model's revision) is set, the exact edit that makes it say what the fleet now runs, and (`--write-data`) that edit
+made, so that the next plain deploy agrees with the fleet instead of being refused on every serving host.
 
-Only a group_data file's top-level assignment of one of the versions the hosts ran is rewritten; a value set
-per host in the inventory, or anything computed, is named for a person to change.
+Only a group_data file's top-level assignment of one of the versions the hosts ran (for a model, a line holding
+the revision they ran) is rewritten; a value set per host in the inventory, or anything computed, is named for a
+person to change.
 """
 
 from __future__ import annotations
@@ -47,14 +48,33 @@ def change(inventory: str, setting: str, to: str, ran: set[str], write: bool) ->
             said.append(f"{path}:{number}: already says {to}")
         elif assignment["value"] not in ran:
             said.append(f"{path}:{number}: says {assignment['value']}, which no upgraded host ran: left as it is")
-        elif write:
-            lines = path.read_text().splitlines(keepends=True)
-            lines[number - 1] = lines[number - 1].replace(assignment["value"], to, 1)
-            written = path.with_name(f".{path.name}.k3ops-new")
-            written.write_text("".join(lines))
-            written.chmod(path.stat().st_mode & 0o7777)
-            os.replace(written, path)  # whole, old or new, for a reader at any moment
-            said.append(f"{path}:{number}: {assignment['value']} -> {to} (written)")
         else:
-            said.append(f"{path}:{number}: change {assignment['value']} to {to} (or rerun with --write-data)")
+            said.append(rewritten(path, number, assignment["value"], to, write))
     return said
+
+
+def revision_change(inventory: str, to: str, ran: set[str], write: bool) -> list[str]:
+    """As `change`, for a model's revision: a commit sha is found as itself wherever the data writes it (a key of
+    the model's dict), so each group_data line holding one the hosts ran is changed to `to`."""
+    found = [(path, number, line) for path in data_files(inventory)
+             for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if any(revision in line for revision in ran)]
+    if not found:
+        return [f"no file of the inventory's data names the revision the hosts ran ({', '.join(sorted(ran))}): "
+                f"set the model's revision to {to} where it is set"]
+    return [f"{path}:{number}: `{line.strip()}`: set it to \"{to}\" by hand" if path.parent.name != "group_data"
+            else rewritten(path, number, next(revision for revision in ran if revision in line), to, write)
+            for path, number, line in found]
+
+
+def rewritten(path: Path, number: int, old: str, to: str, write: bool) -> str:
+    """Line `number` of a group_data file with `old` changed to `to` (only with `write`), in words."""
+    if not write:
+        return f"{path}:{number}: change {old} to {to} (or rerun with --write-data)"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[number - 1] = lines[number - 1].replace(old, to, 1)
+    written = path.with_name(f".{path.name}.k3ops-new")
+    written.write_text("".join(lines))
+    written.chmod(path.stat().st_mode & 0o7777)
+    os.replace(written, path)  # whole, old or new, for a reader at any moment
+    return f"{path}:{number}: {old} -> {to} (written)"

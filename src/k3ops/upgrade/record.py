@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .machine import GROUP_KEYS, Group, State
-from .releases import NVIDIA_DRIVER, RELEASES
+from .releases import MODEL_REVISION, NVIDIA_DRIVER, RELEASES
 
 RUNNING, HALTED, DONE, ABORTED = "running", "halted", "done", "aborted"
 UNFINISHED = frozenset({RUNNING, HALTED})
@@ -196,6 +196,8 @@ def incomplete(record) -> str | None:
         return "a group without " + ", ".join(missing)
     if record["release"] not in RELEASES:
         return f"release {record['release']!r} is none of {', '.join(RELEASES)}"
+    if record["release"] == MODEL_REVISION.kind and not isinstance(record.get("model"), dict):
+        return "a model rollout without the model it moves"
     unknown = sorted({str(group["state"]) for group in record["groups"]} - set(State))
     return "a group in no state of a rollout: " + ", ".join(unknown) if unknown else None
 

@@ -19,7 +19,7 @@ from ..inventory import SshTarget, selected
 from ..maintenance import foreign, owner
 from ..remote import on_targets
 from ..settings import host_settings, node_rank, settings_of
-from . import data_change, plan, steps
+from . import plan, releases, steps
 from .machine import ALREADY_THERE, IN_FLIGHT, ROLLED_BACK_AT, STEPS, TRANSITIONS, Group, State, retried_at
 from .record import ABORTED, DONE, HALTED, RUNNING, UNFINISHED, Rollout, exclusive, inventory_digest, new_id, now, \
     record_path
@@ -33,16 +33,22 @@ def new_rollout(inventory: str, release: Release, to: str, canary: int, max_unav
         raise ValueError(refusal)
     if max_failures < 0:
         raise ValueError("--max-failures: give 0 (halt at the first failure) or more")
+    base = selected(inventory, limit)
+    reasons = {host.name: release.not_moved(host.data.dict()) for host in base}
+    if all(reasons.values()):
+        raise ValueError(f"nothing to upgrade: no selected host of {inventory} takes a {release.label} rollout ("
+                         + "; ".join(f"{name}: {why}" for name, why in reasons.items()) + ")")
+    release = release.for_hosts([host.data.dict() for host in base if reasons[host.name] is None])
     chosen = selected(inventory, limit, release.data(to))  # every host's data, at the new version, validated
     fleet = [(host.name, host.data.dict()) for host in chosen[0].inventory] if chosen else []
-    moving = [host for host in chosen if host_settings(host).gpu.gpu_vendor == release.vendor]
-    skipped = [f"{host.name}: no {release.vendor_name} GPUs" for host in chosen if host not in moving]
-    if not moving:
-        raise ValueError(f"no {release.vendor_name} GPU host of {inventory} is selected: nothing to upgrade")
-    refusals = [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
-                for host in moving if is_controller(host)]
-    refusals += [f"{host.name}: reboot_policy is 'never', and a new driver needs a reboot"
-                 for host in moving if host_settings(host).gpu.reboot_policy != "allowed"]
+    moving = [host for host in chosen if release.not_moved(host.data.dict()) is None]
+    skipped = [f"{host.name}: {release.not_moved(host.data.dict())}" for host in chosen if host not in moving]
+    refusals = []
+    if release.reboots:
+        refusals += [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
+                     for host in moving if is_controller(host)]
+        refusals += [f"{host.name}: reboot_policy is 'never', and a new driver needs a reboot"
+                     for host in moving if host_settings(host).gpu.reboot_policy != "allowed"]
     names = {host.name for host in moving}
     groups = plan.engine_groups([(name, data) for name, data in fleet if name in names
                                  or settings_of(data).engine.engine is not None])
@@ -67,6 +73,7 @@ def new_rollout(inventory: str, release: Release, to: str, canary: int, max_unav
               "inventory_sha256": inventory_digest(inventory), "release": release.kind, "to": to, "canary": canary,
               "max_unavailable": max_unavailable, "budget": allowed, "max_failures": max_failures,
               "limit": limit or [], "skipped": skipped, "started": now(), "status": RUNNING,
+              **({"model": release.model} if release.model is not None else {}),
               "groups": [{"name": group.name, "hosts": list(group.hosts), "canary": index < canary,
                           "state": State.PENDING, "to": to, "detail": "", "failures": 0}
                          for index, group in enumerate(groups)]}
@@ -105,7 +112,7 @@ def observe(run: steps.Run) -> dict[str, dict]:
         if seen["marker"] is not None:
             seen["out"] = f"under maintenance: {seen['marker'].get('reason', '?')} (by {owner(seen['marker'])})"
         elif steps.engine_of(data) is not None and node_rank(remote.name, fleet) == 0:
-            state = remote.get_fact(EngineState, **steps.state_urls(data))
+            state = remote.get_fact(EngineState, **releases.state_urls(data))
             seen["off_balancer"] = steps.off_balancer(remote.name, data)
             seen["out"] = seen["off_balancer"] or (None if state["ready"] else f"engine not ready: {state['detail']}")
         return seen
@@ -210,13 +217,14 @@ def rollback_version(group: Group, wanted: bool) -> str | None:
 def roll_back(run: steps.Run, group: Group) -> bool:
     """Move a failed canary back to the driver it ran, through the same steps; the rollout halts either way."""
     hosts = selected(run.inventory, group["hosts"])
-    version = rollback_version(group, all(host_settings(host).upgrade.upgrade_rollback_failed_canary
-                                          for host in hosts))
+    version = rollback_version(group, run.release.always_rolls_back_canary or all(
+        host_settings(host).upgrade.upgrade_rollback_failed_canary for host in hosts))
     if version is None:
         return False
     group["rolled_back_from"], group["to"] = group["to"], version
     group.pop("before", None)
-    run.move(group, ROLLED_BACK_AT, f"rolling back to {version} (upgrade_rollback_failed_canary)")
+    why = "a failed canary goes back" if run.release.always_rolls_back_canary else "upgrade_rollback_failed_canary"
+    run.move(group, ROLLED_BACK_AT, f"rolling back to {version} ({why})")
     return True
 
 
@@ -235,9 +243,32 @@ def retry(rollout: Rollout, group: Group) -> None:
     rollout.move(group, state, "retried by `k3ops upgrade resume`")
 
 
+def stage_fleet(run: steps.Run) -> str | None:
+    """Stage the release on every host of the rollout's groups not done or held, in one deploy (a model's fleet
+    fetch: one Hub download, the peers copying from each other), before any group is drained (one resumed, or
+    retried after its canary's rollback, included: its staged copy may be what failed); why it failed, or None.
+    A group's deploy a dead controller left running is waited for first, never run beside."""
+    groups = [group for group in run.rollout.groups if group["state"] not in (State.DONE, State.HELD)]
+    if not groups:
+        return None
+    for group in groups:
+        steps.awaited(run, group)
+    # Kept in the record as a group is, so that the next controller waits for a staging deploy still running.
+    staging = run.rollout.record.setdefault("staging", {"name": "every host of the rollout"})
+    staging.update(hosts=[host for group in groups for host in group["hosts"]], to=run.rollout.record["to"])
+    try:
+        steps.stage(run, staging)
+    except (steps.StepFailed, steps.Aborted) as error:
+        return str(error) or "aborted by `k3ops upgrade abort`"
+    return None
+
+
 def stage_batch(run: steps.Run, batch: list[Group]) -> list[Group]:
-    """Stage the new driver on every group of the batch before any is drained; a group that cannot stage fails
-    while it still serves. Returns the groups ready to drain."""
+    """Stage the new driver on every group of the batch before any is drained (a release staged on the whole fleet
+    at the start is there already); a group that cannot stage fails while it still serves. Returns the groups
+    ready to drain."""
+    if run.release.stages_fleet:
+        return batch
     def staged(group: Group) -> Group | None:
         try:
             steps.stage(run, group)
@@ -266,6 +297,11 @@ def run_rollout(rollout: Rollout, retry_failed: bool = False) -> int:
         rollout.save()
         run = steps.Run(rollout, rollout.path.with_suffix(".log"))
         run.say(f"rollout of {rollout.record['inventory']} to {rollout.record['to']} (log: {run.log})")
+        if run.release.stages_fleet:
+            run.say(f"staging {run.release.label} {rollout.record['to']} on every host of the rollout")
+            if problem := stage_fleet(run):
+                return finish(run, HALTED, f"staging failed; no host was drained, every host serves as before: "
+                                           f"{problem}")
         while True:
             if rollout.abort_flag.exists():
                 return finish(run, ABORTED, "aborted by `k3ops upgrade abort`")
@@ -313,8 +349,7 @@ def finish(run: steps.Run, status: str, why: str) -> int:
         run.say(f"every upgraded host runs {record['to']}: the inventory's data must say so (a deploy of the old "
                 "value is refused on serving hosts):")
         ran = {version for group in run.rollout.groups for version in (group.get("from") or {}).values()}
-        for line in data_change.change(record["inventory"], run.release.setting, record["to"], ran,
-                                       record.get("write_data", False)):
+        for line in run.release.data_change(record["inventory"], record["to"], ran, record.get("write_data", False)):
             run.say(f"  {line}")
     return 0 if status == DONE else 1
 

@@ -40,7 +40,6 @@ from . import releases
 from .machine import Group, State, serves
 from .record import Rollout, now
 
-GPU_HOST_DEPLOY = "k3ops.deploys.gpu_host.gpu_host"
 DEPLOY_TIMEOUT_SECONDS = 3 * 3600
 # A marker is believed for as long as its state's step may take (marker_seconds), and this much more.
 MARKER_GRACE_SECONDS = 900
@@ -247,7 +246,8 @@ def pyinfra(run: Run, group: Group, function: str) -> None:
 
 def data_flag(run: Run, group: Group) -> list[str]:
     """pyinfra's `--data` that lays the group's release over the inventory's (a JSON value: pyinfra parses it)."""
-    return ["--data", f"{run.release.setting}={json.dumps(group['to'])}"]
+    return [word for key, value in run.release.data(group["to"]).items()
+            for word in ("--data", f"{key}={json.dumps(value)}")]
 
 
 def process_start(pid: int) -> str | None:
@@ -277,7 +277,8 @@ def awaited(run: Run, group: Group) -> None:
 
 
 def stage(run: Run, group: Group) -> None:
-    """Download the new release's packages on the group's hosts while they still serve."""
+    """Download the new release on the group's hosts while they still serve (for a release staged on the whole
+    fleet at the start, `group` holds every host of the rollout)."""
     pyinfra(run, group, run.release.stage_deploy)
 
 
@@ -341,12 +342,6 @@ def in_flight(remote, data: dict) -> float | None:
     return metrics["requests_running"] + metrics["requests_waiting"]
 
 
-def state_urls(data: dict) -> dict:
-    urls = engine_urls(engine_of(data))
-    return {"health_url": urls["health_url"], "models_url": urls["models_url"],
-            "served_name": settings_of(data).model.model.name}
-
-
 def units_present(units: tuple[str, ...]) -> str:
     """A shell loop over the units that exist on the host (a host without fabric manager has no such unit)."""
     return f"for unit in {' '.join(units)}; do systemctl cat \"$unit\" >/dev/null 2>&1 || continue; "
@@ -389,8 +384,8 @@ def upgrade(run: Run, group: Group) -> str:
         remote.check_output("dpkg --configure -a")  # an install cut short (a controller killed mid-deploy)
 
     on_group(run, group, prepare)
-    pyinfra(run, group, GPU_HOST_DEPLOY)
-    return f"the GPU host deploy ran at {group['to']}"
+    pyinfra(run, group, run.release.switch_deploy)
+    return f"{run.release.switch_deploy} ran at {group['to']}"
 
 
 def answering(run: Run, group: Group) -> None:
@@ -414,7 +409,9 @@ def boot_and_release(run: Run, remote) -> tuple[str, str | None]:
 @serves(State.REBOOTING)
 def rebooted(run: Run, group: Group) -> str:
     """Wait (up to each host's reboot_timeout_seconds) for each host to answer on a new boot with the new module;
-    a host that had the version already needs no new boot."""
+    a host that had the version already needs no new boot, nor does a release that moves without one."""
+    if not run.release.reboots:
+        return f"no reboot: a {run.release.label} moves without one"
     hosts = {host.name: host.data.dict() for host in run.hosts(group)}
     deadline = time.monotonic() + max(settings_of(data).gpu.reboot_timeout_seconds
                                       for data in hosts.values())
@@ -456,19 +453,22 @@ def validate(run: Run, group: Group) -> str:
                  for failure in found]
     if diagnosed:
         raise StepFailed("the GPU diagnostic failed: " + "; ".join(diagnosed))
-    fabric = run_check(run.inventory, list(group["hosts"]), run.release.data(group["to"]))
-    if not fabric.passed:
-        raise StepFailed("fabric check failed: " + "; ".join(
-            f"{host}: {', '.join(fabric.host_failures(host))}" for host in group["hosts"] if fabric.host_failures(host))
-            or "fabric check failed")
+    if run.release.checks_fabric:
+        fabric = run_check(run.inventory, list(group["hosts"]), run.release.data(group["to"]))
+        if not fabric.passed:
+            raise StepFailed("fabric check failed: " + "; ".join(
+                f"{host}: {', '.join(fabric.host_failures(host))}" for host in group["hosts"]
+                if fabric.host_failures(host)) or "fabric check failed")
     on_group(run, group, start_engine)
     serving = set(heads(run, group))
     on_group(run, group, lambda remote, data: generates(remote, data) if remote.name in serving else None)
+    on_group(run, group, lambda remote, data: runs_the_release(run, remote, group["to"]))
     problems = doctor_problems(run, group)
     if problems:
         raise StepFailed("the doctor is not clean: " + "; ".join(problems))
     balancer(run, group, "register")
-    return "host checks, diagnostic, fabric check, engine and doctor passed; back behind the load balancer"
+    fabric = "fabric check, " if run.release.checks_fabric else ""
+    return f"host checks, diagnostic, {fabric}engine and doctor passed; back behind the load balancer"
 
 
 def start_engine(remote, data: dict) -> None:
@@ -480,7 +480,7 @@ def generates(remote, data: dict) -> None:
     engine = engine_of(data)
     if engine is None:
         return
-    urls = state_urls(data)
+    urls = releases.state_urls(data)
     wait = [layout.WATCHDOG_COMMAND, "--wait", str(engine.ready_timeout_seconds), "--url", urls["health_url"],
             "--served-name", urls["served_name"], "--models-url", urls["models_url"]]
     ok, out, err = remote.run(shlex.join(wait))
@@ -490,6 +490,13 @@ def generates(remote, data: dict) -> None:
     state = remote.get_fact(EngineState, **urls, chat_url=engine_urls(engine)["chat_url"], probe_seconds=probe)
     if not (state.get("generation") or {}).get("answered"):
         raise StepFailed(f"{remote.name}: no token within {probe} s: {(state.get('generation') or state)}")
+
+
+def runs_the_release(run: Run, remote, wanted: str) -> None:
+    """The host's own record of what it runs (the loaded module, the revision the engine loaded) says `wanted`."""
+    running = run.release.running(remote)
+    if running != wanted:
+        raise StepFailed(f"{remote.name}: runs {run.release.label} {running}, not {wanted}")
 
 
 def doctor_problems(run: Run, group: Group) -> list[str]:
@@ -513,7 +520,7 @@ def soak(run: Run, group: Group) -> str:
     watch = Soak(max_misses=min(setting.upgrade_soak_max_misses for setting in settings))
     serving = set(heads(run, group))
     while True:
-        answers = on_group(run, group, lambda remote, data: remote.get_fact(EngineState, **state_urls(data))
+        answers = on_group(run, group, lambda remote, data: remote.get_fact(EngineState, **releases.state_urls(data))
                            if remote.name in serving and engine_of(data) else {"ready": True})
         down = watch.sample({host: None if state["ready"] else state.get("detail") for host, state in answers.items()})
         if down:

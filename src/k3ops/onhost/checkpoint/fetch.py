@@ -1,4 +1,5 @@
-"""Fetch a pinned revision into the store, verify every byte, then make it the active one.
+"""Fetch a pinned revision into the store, verify every byte, then make it the active one (or, for a rollout's
+staging, leave it installed beside the active one: `activate` false).
 
 Run as a systemd oneshot per model. Safe to kill and rerun at any point: finished files in staging
 are kept (and checked again), the active revision is never written to except to replace a file the
@@ -48,6 +49,7 @@ class FetchConfig:
     require_mount: bool = False  # the cache is a volume of its own: never fill the filesystem under it
     allow_patterns: list[str] | None = None
     ignore_patterns: list[str] | None = None
+    activate: bool = True  # false: installed and verified beside the active revision, which keeps serving
 
     @classmethod
     def load(cls, path: str | Path) -> FetchConfig:
@@ -73,13 +75,19 @@ def fetch(config: FetchConfig) -> None:
         if store.active() == target and store.has(target) and not bad:
             log(f"{config.name}: {target} is active and verified")
         elif store.has(target) and not bad:
-            log(f"{config.name}: {target} is installed; activating it")
+            log(f"{config.name}: {target} is installed" + ("; activating it" if config.activate else ""))
         else:
             _fetch_files(config, store, bad)
+        if not config.activate:
+            store.drop_staging()
+            if store.active() != target:
+                store.update_state(staged=target, target=target, phase="active", message=f"staged {target}")
+                log(f"{config.name}: {target} is staged, verified; {store.active()} stays active")
+            return
         store.activate(target)
         store.drop_staging()
         removed = store.prune(config.rollback_depth)
-        store.update_state(active=target, target=target, phase="active", message="", bad_files=[])
+        store.update_state(active=target, target=target, phase="active", message="", bad_files=[], staged=None)
         for revision in removed:
             log(f"{config.name}: pruned {revision} (rollback depth {config.rollback_depth})")
 

@@ -86,9 +86,10 @@ class ModelStore:
             self.update_state(history=[previous, *history])
 
     def prune(self, keep_previous: int) -> list[str]:
-        """Remove revisions beyond the active one and `keep_previous` earlier ones, and stale staging."""
-        active = self.active()
-        keep = {active, *[sha for sha in self.state().get("history", []) if self.has(sha)][:keep_previous]}
+        """Remove revisions beyond the active one, `keep_previous` earlier ones and the one a rollout staged."""
+        active, state = self.active(), self.state()
+        earlier = [sha for sha in state.get("history", []) if self.has(sha)][:keep_previous]
+        keep = {active, state.get("staged"), *earlier}
         removed = []
         for revision in self.installed():
             if revision not in keep:
