@@ -4,12 +4,14 @@ revision 1 with llama-server behind the lab's load balancer, while a poller asks
 In order: a canary whose staged copy of revision 2 was damaged after its verification cannot load it, goes back to
 revision 1 and serves, and the rollout halts with the other hosts untouched (revision 2 staged on every host);
 once the bad copy is gone, `resume` moves every host to revision 2, never more than one out, every answer one
-revision's or the other's; a rollback to revision 1, still in every host's cache, downloads nothing.
+revision's or the other's; a rollback to revision 1, still in every host's cache, downloads nothing, and an engine
+argument changed with it moves in the same rollout.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ import pytest
 
 from k3ops.onhost.layout import ENGINE_UNIT
 from k3ops_lab import hub
+from k3ops_lab.inventory import LLAMA_SERVER_ARGS
 
 from ..conftest import REPO_ROOT
 from .balanced_fleet import Poller, balancer_data, chat_urls, reply, serve_behind_the_balancer
@@ -29,6 +32,7 @@ FIRST, SECOND = hub.TINY_MODEL_REVISIONS
 REPLIES = {revision: hub.TINY_MODEL_REPLIES[revision] for revision in (FIRST, SECOND)}
 CACHE = "/srv/k3ops/models/tiny-k3"
 READY_TIMEOUT = 30  # the tiny model loads in a second: an engine that cannot load it fails fast
+THREADS = {"--threads": 1}  # an engine argument that changes with the rollback's revision
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +106,8 @@ def test_a_canary_that_cannot_load_the_new_revision_serves_the_old_one_and_halts
     for host in HOSTS:  # staged everywhere before the canary drained: the others wait with both on disk
         assert active(host) == FIRST
         on_host(host, f"test -s {CACHE}/manifests/{SECOND}.json")
+    shown = k3ops("model", "status", fleet["inventory"]).stdout
+    assert all(re.search(rf"^{host}\s.*\s{SECOND[:12]}$", shown, re.MULTILINE) for host in HOSTS[1:]), shown
 
 
 def test_resume_moves_every_host_to_the_new_revision_one_at_a_time(fleet):
@@ -120,13 +126,19 @@ def test_resume_moves_every_host_to_the_new_revision_one_at_a_time(fleet):
         assert on_host(host, f"systemctl is-active {ENGINE_UNIT}").stdout.strip() == "active"
 
 
-def test_a_rollback_to_the_revision_still_in_the_cache_downloads_nothing(fleet):
+def test_a_rollback_to_the_revision_still_in_the_cache_downloads_nothing(fleet, tmp_path):
     """Revision 1 is the one rollback_depth keeps: the same command moves back to it, two hosts at a time, and the
-    Hub serves not one file."""
+    Hub serves not one file. The engine's arguments changed in the same data move with it, in the same rollout:
+    each engine restarts once, onto both."""
+    changed = lab_inventory(tmp_path / "fleet.py", **balancer_data(fleet["balancer"]),
+                            engine={"ready_timeout_seconds": READY_TIMEOUT, "args": {**LLAMA_SERVER_ARGS, **THREADS}})
     before = hub.downloads()
-    status, _ = rolled(fleet, "model", fleet["inventory"], "--to", FIRST, "--max-unavailable", "2", budget=2)
-    assert status == 0 and record(fleet)["status"] == "done"
+    status, _ = rolled({**fleet, "inventory": changed}, "model", changed, "--to", FIRST, "--max-unavailable", "2",
+                       budget=2)
+    assert status == 0 and json.loads(k3ops("upgrade", "status", changed, "--json").stdout)["status"] == "done"
     assert hub.downloads() == before
     assert answers(fleet) == dict.fromkeys(HOSTS, REPLIES[FIRST])
     for host in HOSTS:
         assert active(host) == FIRST
+        assert " ".join(f"{flag} {value}" for flag, value in THREADS.items()) in \
+            on_host(host, "ps -o args= -C llama-server").stdout

@@ -24,6 +24,7 @@ STATUS_COLUMNS = [
     ("VERIFIED", lambda row: f"{len(row['bad_files'])} bad files" if row.get("bad_files")
      else row.get("verification", "-")),
     ("FREE", lambda row: size(row.get("free_bytes") or 0)),
+    ("STAGED", lambda row: (row.get("staged") or "-")[:12]),  # by a model rollout, beside the active revision
 ]
 
 
