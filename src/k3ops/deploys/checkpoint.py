@@ -87,26 +87,33 @@ def pinned_checkpoint(activate: bool) -> None:
 def refuse_switching_serving_hosts_together(model_host: ModelHostSpec) -> None:
     """A new active revision restarts the engine onto it, minutes of loading weights on K3: a plain deploy that
     would do so on a serving host together with other hosts of the model (the whole fleet dark at once) is
-    refused, naming the rollout that moves a group at a time; one host alone, a fleet not serving, or data that
-    says so (model_switch_together) may switch."""
+    refused, naming the rollout that moves a group at a time (`switch_refusal`)."""
     model = model_host.model
     if model_host.model_switch_together:
         return
     active = host.get_fact(ModelCheckpoints, cache_path=model_host.model_cache_path).get(model.name, {}).get("active")
-    if active in (None, model.revision) or not host.get_fact(SystemdStatus).get(ENGINE_UNIT):
-        return
+
     def same_model(other) -> bool:
         theirs = host_settings(other).model.model
         return other.name != host.name and theirs is not None and theirs.name == model.name
 
-    together = fleet.in_this_run(same_model)
-    if not together:
-        return
-    raise DeployError(
-        f"{host.name}: serves {model.name} {active} ({ENGINE_UNIT} is running); this deploy would switch it to "
-        f"{model.revision} and restart its engine together with {', '.join(other.name for other in together)}. Roll "
-        f"a serving fleet a group at a time: `k3ops upgrade model INVENTORY --to {model.revision}`; or set "
-        f"model_switch_together = True for a fleet that may go dark; or, after such a rollout, pin {active} again")
+    refusal = switch_refusal(host.name, model.name, active, model.revision,
+                             bool(host.get_fact(SystemdStatus).get(ENGINE_UNIT)),
+                             [other.name for other in fleet.in_this_run(same_model)])
+    if refusal:
+        raise DeployError(refusal)
+
+
+def switch_refusal(name: str, model: str, active: str | None, wanted: str, serving: bool,
+                   together: list[str]) -> str | None:
+    """Why host `name` may not switch `model` from `active` to `wanted` in this run: only when its engine serves
+    and the run deploys other hosts of the model (`together`); one host alone, or a fleet not serving, may."""
+    if active in (None, wanted) or not serving or not together:
+        return None
+    return (f"{name}: serves {model} {active} ({ENGINE_UNIT} is running); this deploy would switch it to {wanted} "
+            f"and restart its engine together with {', '.join(together)}. Roll a serving fleet a group at a time: "
+            f"`k3ops upgrade model INVENTORY --to {wanted}`; or set model_switch_together = True for a fleet that "
+            f"may go dark; or, after such a rollout, pin {active} again")
 
 
 def fetcher_environment(model_host: ModelHostSpec) -> None:
