@@ -33,16 +33,17 @@ def new_rollout(inventory: str, release: Release, to: str, canary: int, max_unav
         raise ValueError(refusal)
     if max_failures < 0:
         raise ValueError("--max-failures: give 0 (halt at the first failure) or more")
-    base = selected(inventory, limit)
-    reasons = {host.name: release.not_moved(host.data.dict()) for host in base}
+    # Which hosts move is read from their own data: the release laid over it (a model's dict) gives every host one.
+    own = selected(inventory, limit)
+    reasons = {host.name: release.not_moved(host.data.dict()) for host in own}
     if all(reasons.values()):
         raise ValueError(f"nothing to upgrade: no selected host of {inventory} takes a {release.label} rollout ("
                          + "; ".join(f"{name}: {why}" for name, why in reasons.items()) + ")")
-    release = release.for_hosts([host.data.dict() for host in base if reasons[host.name] is None])
+    release = release.for_hosts([host.data.dict() for host in own if reasons[host.name] is None])
     chosen = selected(inventory, limit, release.data(to))  # every host's data, at the new version, validated
     fleet = [(host.name, host.data.dict()) for host in chosen[0].inventory] if chosen else []
-    moving = [host for host in chosen if release.not_moved(host.data.dict()) is None]
-    skipped = [f"{host.name}: {release.not_moved(host.data.dict())}" for host in chosen if host not in moving]
+    moving = [host for host in chosen if reasons[host.name] is None]
+    skipped = [f"{host.name}: {reasons[host.name]}" for host in chosen if reasons[host.name] is not None]
     refusals = []
     if release.reboots:
         refusals += [f"{host.name}: is the machine running k3ops; a rollout never reboots its own controller"
