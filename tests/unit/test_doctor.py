@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from k3ops.doctor import checks
-from k3ops.doctor.checks import CHECK_NAMES, HostSpecs
+from k3ops.doctor.checks import CHECKS, HostSpecs
 from k3ops.doctor.diagnose import diagnose
 from k3ops.doctor.findings import EXPLAINED_BY, SEVERITY_RANK, exit_status
 from k3ops.doctor.runbooks import RunbookError, index_table, parse, runbooks
@@ -215,6 +215,29 @@ def test_health_without_generation_is_a_stuck_engine():
     assert diagnosis.findings[0].action == "restart engine"
 
 
+@pytest.mark.parametrize("seconds", [42.0, 86400.0])
+def test_an_engine_that_was_ready_and_stopped_answering_is_stuck_whatever_the_time_since_its_start(seconds):
+    """SIGSTOP after the engine became ready: /health times out. The grace period is a start's; this run was
+    ready (the watchdog's record of this invocation, or vLLM's own log of the end of its start)."""
+    frozen = {"unit": "active", "revision": "/srv", "ready": False, "detail": ".../health: timed out",
+              "ready_since_start": True, "generation": None}
+    facts = {**healthy_h200(), EngineState: frozen, UnitStates: engine_unit(unit(seconds=seconds))}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert runbooks_named(diagnosis) == ["engine-generation-stuck"]
+    finding = diagnosis.findings[0]
+    assert (finding.severity, finding.action) == ("critical", "restart engine") and exit_status([diagnosis]) == 2
+    assert "watchdog: the engine answered its health checks after this start" in finding.evidence
+    said = "(APIServer pid=1804347) INFO:     Application startup complete."
+    by_log = {**facts, EngineState: {**frozen, "ready_since_start": False}, UnitJournal: [said]}
+    diagnosis = diagnose(FactHost(by_log), specs())
+    assert runbooks_named(diagnosis) == ["engine-generation-stuck"] and f"engine log: {said}" in \
+        diagnosis.findings[0].evidence
+    loading = {**facts, EngineState: {**frozen, "ready_since_start": False}}
+    diagnosis = diagnose(FactHost(loading), specs())
+    start_timeout = specs().settings.engine.engine.start_timeout_seconds
+    assert runbooks_named(diagnosis) == ([] if seconds <= start_timeout else ["engine-slow-start"])
+
+
 def test_the_model_cache_names_corruption_and_a_full_disk():
     facts = healthy_h200()
     facts[ModelCheckpoints] = {"tiny-k3": {**facts[ModelCheckpoints]["tiny-k3"], "bad_files": ["tiny-k3.gguf"],
@@ -320,7 +343,7 @@ def test_every_runbook_the_doctor_names_exists_and_lists_the_check_that_names_it
     assert len(books) >= 18
     assert referenced_runbooks() <= set(books)
     for book in books.values():
-        assert set(book.checks) <= set(CHECK_NAMES.values()), book.id
+        assert set(book.checks) <= {check.name for check in CHECKS}, book.id
         assert SEVERITY_RANK[book.severity] >= 1
 
 

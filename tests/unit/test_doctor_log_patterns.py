@@ -14,7 +14,7 @@ CAPTURES = sorted(f"{folder}/{path.name}" for folder in ("vllm", "fabricmanager"
 HEALTHY_START = "vllm/vllm-0.10.2_startup-success_h200-tp2_qwen3-next-80b.txt"
 # What each capture shows, read off the capture itself.
 SHOWN = {
-    HEALTHY_START: {"cold-start"},
+    HEALTHY_START: {"cold-start", "engine-ready"},
     "vllm/vllm-metrics_prometheus_v0-names_qwen2.5-coder-32b_excerpt.txt": set(),
     "vllm/vllm-v0-0.6.4_no-available-memory-for-cache-blocks_excerpt.txt": {"no-kv-cache-memory"},
     "vllm/vllm-v1_no-available-memory-for-cache-blocks_h100_gpt-oss-120b_excerpt.txt": {"no-kv-cache-memory"},
@@ -82,10 +82,11 @@ def test_each_capture_yields_the_patterns_it_shows(capture):
     assert {name for name, _ in found} == SHOWN[capture]
 
 
-def test_a_healthy_start_is_only_a_cold_start_and_quotes_its_last_phase():
-    assert log_findings(real_output(HEALTHY_START).splitlines(), ENGINE_LOG_PATTERNS) == [(
-        "cold-start", "(EngineCore_DP0 pid=1805889) INFO 10-23 15:14:56 [core.py:218] init engine (profile, "
-                      "create kv cache, warmup model) took 37.74 seconds")]
+def test_a_healthy_start_is_a_cold_start_that_ended_ready_and_quotes_its_last_phase():
+    assert log_findings(real_output(HEALTHY_START).splitlines(), ENGINE_LOG_PATTERNS) == [
+        ("cold-start", "(EngineCore_DP0 pid=1805889) INFO 10-23 15:14:56 [core.py:218] init engine (profile, "
+                       "create kv cache, warmup model) took 37.74 seconds"),
+        ("engine-ready", "(APIServer pid=1804347) INFO:     Application startup complete.")]
 
 
 def test_a_pattern_is_quoted_by_its_last_line():

@@ -6,6 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from k3ops.onhost import watchdog
 from k3ops.onhost.watchdog import decide, engine_state, healthy, main
 
 
@@ -109,13 +110,34 @@ def test_chat_prints_the_answer_with_the_key_from_the_secrets_file(engine, tmp_p
     assert capsys.readouterr().out == "you said hi\n"
 
 
-def test_the_check_probes_generation_only_on_a_ready_engine(engine):
+def test_the_check_probes_generation_only_on_a_ready_engine(engine, tmp_path):
     chat = f"{engine}/v1/chat/completions"
-    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 2)
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", tmp_path / "state.json", chat, 2)
     assert state["ready"] and state["generation"]["answered"] is True
     Engine.generation_stuck.set()
-    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 1)
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", tmp_path / "state.json", chat, 1)
     assert state["ready"] and state["generation"]["answered"] is False and "timed out" in state["generation"]["detail"]
     Engine.health_status = 503
-    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", chat, 1)
+    state = engine_state(f"{engine}/health", f"{engine}/v1/models", "tiny-k3", "no-such.service", tmp_path / "state.json", chat, 1)
     assert not state["ready"] and state["generation"] is None
+
+
+def test_the_check_says_whether_the_watchdog_saw_this_run_of_the_unit_ready(engine, tmp_path, monkeypatch):
+    """A run the watchdog saw healthy and that no longer answers is stuck; a later start (a new invocation) or a
+    record the watchdog never wrote is not known to have been ready."""
+    invocation = {"ActiveState": "active", "InvocationID": "inv-2"}
+    monkeypatch.setattr(watchdog, "_unit", lambda unit, *properties: invocation)  # systemd's answer for the unit
+    record = tmp_path / "state.json"
+    Engine.health_status = 503
+
+    def check() -> dict:
+        return engine_state(f"{engine}/health", None, "tiny-k3", "k3ops-engine.service", record)
+
+    assert check()["ready_since_start"] is False  # no record
+    record.write_text(json.dumps(decide({}, "inv-2", 30, ok=True, failures=2, start_timeout=600)[0]))
+    state = check()
+    assert state["ready_since_start"] is True and state["unit"] == "active" and not state["ready"]
+    invocation["InvocationID"] = "inv-3"  # restarted since: loading again
+    assert check()["ready_since_start"] is False
+    record.write_text(json.dumps(decide({}, "inv-3", 30, ok=False, failures=2, start_timeout=600)[0]))
+    assert check()["ready_since_start"] is False

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from k3ops.engines.recipes import RECIPES
+from k3ops.onhost.layout import ENGINE_UNIT, WATCHDOG_SERVICE, WATCHDOG_TIMER
 from k3ops.vendor_units import FABRIC_MANAGER, PERSISTENCED
 
 from . import lab, state
@@ -167,12 +168,19 @@ FAULTS = {fault.name: fault for fault in (
              (edit_hardware("h.setdefault('faults', {}).pop('bootstrap_unreachable', None)"),), vendor="nvidia"),
     LabFault("engine-port-taken", "another process holds the engine's port: the engine exits at start, in a loop",
              "engine-not-running",
-             ("systemctl stop k3ops-engine.service",
+             (f"systemctl stop {ENGINE_UNIT}",
               f"systemd-run --quiet --unit={PORT_THIEF_UNIT} python3 -m http.server {{port}} --bind {{address}}",
               "for i in $(seq 50); do ss -ltn 'sport = :{port}' | grep -q LISTEN && break; sleep 0.1; done",
-              "systemctl start k3ops-engine.service"),
+              f"systemctl start {ENGINE_UNIT}"),
              (f"systemctl stop {PORT_THIEF_UNIT}",),
-             settled="systemctl show -p SubState --value k3ops-engine.service | grep -qx auto-restart"),
+             settled=f"systemctl show -p SubState --value {ENGINE_UNIT} | grep -qx auto-restart"),
+    # As the world freezes a process (a debugger, a kernel stall, llama-server after a CUDA OOM): systemd's own kill,
+    # after one watchdog check saw the engine ready, with the watchdog's timer stopped so it does not heal it first.
+    LabFault("engine-frozen", "the engine's processes stopped (SIGSTOP) after it was ready: the port stays open and "
+             "nothing answers", "engine-generation-stuck",
+             (f"systemctl start {WATCHDOG_SERVICE}", f"systemctl stop {WATCHDOG_TIMER}",
+              f"systemctl kill --signal=SIGSTOP {ENGINE_UNIT}"),
+             (f"systemctl kill --signal=SIGCONT {ENGINE_UNIT}", f"systemctl start {WATCHDOG_TIMER}")),
     LabFault("cache-disk-full", "a file that is not k3ops' fills the model cache volume", "model-cache-disk-full",
              (f"fallocate -l $(( $(df --output=avail -B1 {LAB_MODEL_CACHE} | tail -n 1) - {FILL_LEAVES_BYTES} )) "
               f"{FILL_FILE}",), (f"rm -f {FILL_FILE}",)),

@@ -8,8 +8,10 @@ only once the driver answers, so a host with a broken driver gets one finding, n
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from ..engines.recipes import RECIPES
 from ..engines.units import engine_urls
@@ -352,15 +354,25 @@ def engine(host, specs: HostSpecs) -> CheckResult:
     if state.get("restarts"):
         result.notes.append(f"{ENGINE_UNIT} restarted {state['restarts']} times this boot")
     if not health["ready"]:
-        cause = cause or watchdog_cause(host, state)
+        restarted = None if cause else watchdog_cause(host, state)
+        ready_once = ready_since_start(health, log_says)
         if state.get("restarts", 0) >= LOOP_RESTARTS:  # caught between two exits of a loop
-            result.findings.append(not_serving(state, cause, journal, variables))
-        elif cause and cause[0] == "engine-slow-start":
-            result.findings.append(Finding(cause[0], "warning", "none", "the engine is loading again after the "
-                                           "watchdog gave up on its last start", [cause[1], health["detail"]], variables))
+            result.findings.append(not_serving(state, cause or restarted, journal, variables))
         elif cause:
             result.findings.append(Finding(cause[0], "critical", "restart engine",
                                            f"the engine is not ready: its log says {cause[1]}", [cause[1]], variables))
+        elif ready_once:  # whatever the time since its start: the grace period is a start's, and it was ready
+            result.findings.append(Finding(
+                "engine-generation-stuck", "critical", "restart engine",
+                f"the engine was ready after its start ({running:.0f} s ago) and no longer answers: it is stuck",
+                [f"health: {health['detail']}", ready_once], variables))
+        elif restarted and restarted[0] == "engine-slow-start":
+            result.findings.append(Finding(restarted[0], "warning", "none", "the engine is loading again after the "
+                                           "watchdog gave up on its last start", [restarted[1], health["detail"]],
+                                           variables))
+        elif restarted:
+            result.findings.append(Finding(restarted[0], "critical", "restart engine", "the engine is not ready "
+                                           f"since the watchdog restarted it: {restarted[1]}", [restarted[1]], variables))
         elif running > engine_spec.start_timeout_seconds:
             result.findings.append(Finding(
                 "engine-slow-start", "warning", "none",
@@ -377,6 +389,16 @@ def engine(host, specs: HostSpecs) -> CheckResult:
             f"/health answers but one token took more than {timeout} s: generation is stuck",
             [f"health: {health['detail']}", f"generation: {answer['detail']}"], variables))
     return result
+
+
+def ready_since_start(health: dict, log_says: dict[str, str]) -> str | None:
+    """How the doctor knows the engine's current run was ready once (None: it does not): the watchdog's record
+    of this invocation of the unit, or the engine's own log of the end of its start."""
+    if health.get("ready_since_start"):
+        return "watchdog: the engine answered its health checks after this start"
+    if "engine-ready" in log_says:
+        return f"engine log: {log_says['engine-ready']}"
+    return None
 
 
 def watchdog_cause(host, state: dict) -> tuple[str, str] | None:
@@ -451,29 +473,48 @@ def unit_line(state: dict) -> str:
             f"{state.get('restarts', 0)} restarts, last exit status {state.get('exit_status')}")
 
 
-def checks_for(specs: HostSpecs) -> list:
-    """The checks that apply to the host, in order: a driver check first, the checks that need it after."""
-    gpu = specs.settings.gpu
-    chosen = [maintenance]
-    if gpu.gpu_vendor == "nvidia":
-        chosen += [nvidia_driver, kernel_xids, gpu_count, gpu_memory, nvlink, nvidia_services]
-    elif gpu.gpu_vendor == "amd":
-        chosen += [amd_driver, gpu_count, xgmi]
-    if gpu.gpu_vendor and gpu.board.rdma_ports:
-        chosen.append(rdma_ports)
-    if gpu.gpu_vendor:
-        chosen.append(fabric_check)
-    if specs.settings.engine.engine is not None:
-        chosen.append(engine)
-    if specs.settings.model.model is not None:
-        chosen.append(model_cache)
-    return chosen
+def _nvidia(specs: HostSpecs) -> bool:
+    return specs.settings.gpu.gpu_vendor == "nvidia"
 
 
-# The checks that read the GPUs through the driver: skipped while the driver check has a finding.
-NEEDS_DRIVER = {gpu_count, gpu_memory, nvlink, nvidia_services, xgmi, engine}
-# The name each check goes by in findings and in the runbooks' `finding:` headers.
-CHECK_NAMES = {maintenance: "maintenance", nvidia_driver: "nvidia-driver", kernel_xids: "kernel-xid",
-               gpu_count: "gpu-count", gpu_memory: "gpu-memory", nvlink: "nvlink", nvidia_services: "nvidia-services",
-               rdma_ports: "rdma-ports", amd_driver: "amd-driver", xgmi: "xgmi", fabric_check: "fabric-check",
-               engine: "engine", model_cache: "model-cache"}
+def _amd(specs: HostSpecs) -> bool:
+    return specs.settings.gpu.gpu_vendor == "amd"
+
+
+def _gpus(specs: HostSpecs) -> bool:
+    return bool(specs.settings.gpu.gpu_vendor)
+
+
+@dataclass(frozen=True)
+class DoctorCheck:
+    """One check, declared once: the name findings and the runbooks' `finding:` headers use, the function, the
+    hosts it applies to, and whether it reads the GPUs through the driver (skipped while the driver check that
+    ran before it has a finding, so a host with a broken driver gets one finding, not ten)."""
+
+    name: str
+    run: Callable[[Any, HostSpecs], CheckResult]
+    applies: Callable[[HostSpecs], bool]
+    needs_driver: bool = False
+
+
+# Every check, in the order they run: the driver checks first, the checks that need a driver after.
+CHECKS = (
+    DoctorCheck("maintenance", maintenance, lambda specs: True),
+    DoctorCheck("nvidia-driver", nvidia_driver, _nvidia),
+    DoctorCheck("amd-driver", amd_driver, _amd),
+    DoctorCheck("kernel-xid", kernel_xids, _nvidia),
+    DoctorCheck("gpu-count", gpu_count, _gpus, needs_driver=True),
+    DoctorCheck("gpu-memory", gpu_memory, _nvidia, needs_driver=True),
+    DoctorCheck("nvlink", nvlink, _nvidia, needs_driver=True),
+    DoctorCheck("nvidia-services", nvidia_services, _nvidia, needs_driver=True),
+    DoctorCheck("xgmi", xgmi, _amd, needs_driver=True),
+    DoctorCheck("rdma-ports", rdma_ports, lambda specs: _gpus(specs) and bool(specs.settings.gpu.board.rdma_ports)),
+    DoctorCheck("fabric-check", fabric_check, _gpus),
+    DoctorCheck("engine", engine, lambda specs: specs.settings.engine.engine is not None, needs_driver=True),
+    DoctorCheck("model-cache", model_cache, lambda specs: specs.settings.model.model is not None),
+)
+
+
+def checks_for(specs: HostSpecs) -> list[DoctorCheck]:
+    """The checks that apply to the host, in order."""
+    return [check for check in CHECKS if check.applies(specs)]

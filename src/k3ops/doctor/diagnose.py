@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..inventory import SshTarget, selected
 from ..remote import on_targets
-from .checks import CHECK_NAMES, NEEDS_DRIVER, HostSpecs, checks_for
+from .checks import HostSpecs, checks_for
 from .findings import Diagnosis, merged
 
 
@@ -34,12 +34,12 @@ def diagnose(host, specs: HostSpecs) -> Diagnosis:
     diagnosis = Diagnosis(host=specs.name)
     found, driver_answers = [], True
     for check in checks_for(specs):
-        name = CHECK_NAMES[check]
-        if check in NEEDS_DRIVER and not driver_answers:
+        name = check.name
+        if check.needs_driver and not driver_answers:
             diagnosis.unchecked.append(f"{name}: not checked while the GPU driver does not answer")
             continue
         try:
-            result = check(counted, specs)
+            result = check.run(counted, specs)
         except Exception as error:  # noqa: BLE001  (a tool's odd answer or a hung command: say so, check the rest)
             diagnosis.unchecked.append(f"{name}: {type(error).__name__}: {error}")
             continue

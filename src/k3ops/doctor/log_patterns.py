@@ -45,6 +45,10 @@ ENGINE_LOG_PATTERNS = {
         r"Loading weights took|Model loading took|torch\.compile takes|Capturing CUDA graphs"
         r"|Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took"
     ),
+    # The end of a start: the API server took its first request (vLLM's Uvicorn, "INFO:     Application startup
+    # complete.", the vllm/vllm-0.10.2_startup-success capture's last line). An engine that said so since its
+    # unit's last start and no longer answers is stuck, not loading.
+    "engine-ready": r"\bApplication startup complete\.",
     # vLLM V1's engine core process is gone (vllm/v1/engine/exceptions.py EngineDeadError, "EngineCore
     # encountered an issue"; vllm/v1/engine/core_client.py: "Engine core proc EngineCore_DP0 died unexpectedly,
     # shutting down client.", since reworded "engine core exited unexpectedly; starting cleanup").

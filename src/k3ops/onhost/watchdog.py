@@ -125,20 +125,34 @@ def engine_written(path: str) -> str:
         return file.read(4096)
 
 
-def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str,
+def read_state(path: Path) -> dict:
+    """The watchdog's record: the unit's invocation it counts for, whether that run was ever healthy, and the
+    failed checks in a row."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def engine_state(url: str, models_url: str | None, served_name: str | None, unit: str, state_path: Path,
                  probe_url: str | None = None, probe_seconds: float | None = None) -> dict:
-    """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness, and
-    with `probe_url` whether a ready engine generates (`generation`, None when it is not ready)."""
+    """What `--check` prints (as JSON): the unit's state, the revision its last start loaded, readiness, whether
+    the watchdog saw this run of the unit ready before (`ready_since_start`: an engine that was ready and no
+    longer answers is stuck, not starting), and with `probe_url` whether a ready engine generates
+    (`generation`, None when it is not ready)."""
     try:
         revision = engine_written(ENGINE_REVISION_FILE).strip() or None
     except OSError:
         revision = None
     try:
-        active = _unit(unit, "ActiveState").get("ActiveState", "unknown")
+        shown = _unit(unit, "ActiveState", "InvocationID")
     except (OSError, subprocess.CalledProcessError):  # no systemd to ask
-        active = "unknown"
+        shown = {}
+    record = read_state(state_path)
     ready, detail = healthy(url, models_url, served_name)
-    state = {"unit": active, "revision": revision, "ready": ready, "detail": detail}
+    state = {"unit": shown.get("ActiveState", "unknown"), "revision": revision, "ready": ready, "detail": detail,
+             "ready_since_start": bool(shown.get("InvocationID") and record.get("invocation") == shown["InvocationID"]
+                                       and record.get("healthy_once"))}
     if probe_url and probe_seconds:
         state["generation"] = probe(probe_url, served_name, probe_seconds) if ready else None
     return state
@@ -176,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# unavailable: {error}")
         return 0
     if args.check:
-        print(json.dumps(engine_state(args.url, args.models_url, args.served_name, args.unit, args.chat, args.probe)))
+        print(json.dumps(engine_state(args.url, args.models_url, args.served_name, args.unit, args.state, args.chat,
+                                      args.probe)))
         return 0
     if args.chat:
         body = {"model": args.served_name, "max_tokens": 16, "messages": [{"role": "user", "content": args.message}]}
@@ -204,11 +219,7 @@ def watch(args) -> int:
         return 0  # stopped on purpose, or systemd is restarting it already
     running = time.monotonic() - int(unit.get("ExecMainStartTimestampMonotonic") or 0) / 1e6
     ok, why = healthy(args.url, args.models_url, args.served_name)
-    try:
-        state = json.loads(args.state.read_text())
-    except (FileNotFoundError, ValueError):
-        state = {}
-    state, restart = decide(state, unit.get("InvocationID", ""), running, ok, args.failures, args.start_timeout)
+    state, restart = decide(read_state(args.state), unit.get("InvocationID", ""), running, ok, args.failures, args.start_timeout)
     args.state.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # root's, under layout.STATE_DIR
     write_atomically(args.state, json.dumps(state) + "\n")
     if not ok:
