@@ -90,9 +90,11 @@ def specs(profile: str = "h200x8", **data) -> HostSpecs:
     return HostSpecs.of("gpu-01", host_data, [("gpu-01", host_data)])
 
 
-def xid(code: int, message: str = "", pci: str = "0000:1b:00", pid: int | None = None) -> dict:
+def xid(code: int, message: str = "", pci: str = "0000:1b:00", pid: int | None = None,
+        caused_by: int | None = None) -> dict:
     return {"time": "2026-12-01T10:00:00+00:00", "pci": pci, "xid": code, "pid": pid, "process": None,
-            "message": message, "count": 1}
+            "message": message, "count": 1, "processes": [{"pid": pid, "process": None}] if pid else [],
+            "caused_by": caused_by, "printed_one_in": None}
 
 
 def runbooks_named(diagnosis) -> list[str]:
@@ -154,13 +156,13 @@ def test_a_module_not_loaded_is_told_apart_by_secure_boot(secure_boot, runbook):
     assert runbooks_named(diagnose(FactHost(facts), specs())) == [runbook]
 
 
-def test_a_pending_row_remap_warns_with_the_gpu_to_reset():
+def test_a_pending_row_remap_warns_with_the_gpu_to_reset_after_a_drain():
     memory = healthy_h200()[NvidiaMemoryErrors]
     memory[5] = {**memory[5], "remap_pending": True}
     diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: memory}), specs())
     assert runbooks_named(diagnosis) == ["gpu-memory-errors"]
     finding = diagnosis.findings[0]
-    assert (finding.severity, finding.action, finding.variables) == ("warning", "reset GPU", {"GPU": "5"})
+    assert (finding.severity, finding.action, finding.variables) == ("warning", "drain, then reset GPU", {"GPU": "5"})
     assert exit_status([diagnosis]) == 1
 
 

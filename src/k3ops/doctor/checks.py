@@ -7,6 +7,7 @@ only once the driver answers, so a host with a broken driver gets one finding, n
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -150,29 +151,55 @@ def secure_boot_refusal(host, specs: HostSpecs, module: str, evidence: list[str]
 
 
 def kernel_xids(host, specs: HostSpecs) -> CheckResult:
-    """The Xids of the current boot's window, each by NVIDIA's catalogue; an application's are notes."""
-    window = specs.settings.doctor.doctor_kernel_log_hours * 3600
+    """The Xids of the current boot's window, each by NVIDIA's catalogue; an application's are notes. A
+    sympathetic Xid 45 follows the Xid it names, or another on its GPU; alone, the catalogue's solo resolution."""
+    events = host.get_fact(KernelXidEvents, since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
     result = CheckResult()
     gpu_by_pci = {gpu["bus_id"].lower()[4:-2]: gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
-    for event in host.get_fact(KernelXidEvents, since_seconds=window):
-        entry = xids.classify(event["xid"])
-        repeats = f" ({event['count']} times)" if event.get("count", 1) > 1 else ""
-        line = (f"{event['time'] or 'this boot'}: Xid {event['xid']} on PCI {event['pci']}{repeats}: "
-                f"{event['message']}" + (f" (pid {event['pid']}, {event['process']})" if event.get("pid") else ""))
+    for event in events:
+        line = xid_line(event)
+        entry = xids.classify(event["caused_by"] or event["xid"])
+        if event["xid"] == xids.SYMPATHETIC_XID and not event["caused_by"]:
+            others = sorted({other["xid"] for other in events if other["pci"] == event["pci"]
+                             and other["xid"] != xids.SYMPATHETIC_XID})
+            if others or not specs.settings.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
+                follows = f"it follows Xid {', '.join(map(str, others))} on this GPU" if others else \
+                    "no fabric manager here: a process's context cleaned up as it died"
+                result.notes.append(f"{line}: {entry.meaning}; {follows}")
+                continue
+            result.findings.append(Finding(
+                "fabric-manager-down", "warning", "restart fabric manager",
+                f"Xid 45 alone on GPU {gpu_by_pci.get(event['pci'].lower(), event['pci'])}: NVIDIA's catalogue "
+                "ties a lone preemptive cleanup to fabric manager stopping", [line, f"catalogue: {entry.source}"],
+                {"UNIT": FABRIC_MANAGER_UNIT}))
+            continue
+        named = f" (named by Xid {event['xid']}: the GPU's own fault)" if event["caused_by"] else ""
         if entry.kind == "application" or entry.severity == "info":
             result.notes.append(f"{line}: {entry.meaning}; {entry.action}")
             continue
         if entry.kind == "memory":  # the GPU's memory state now (gpu-memory) decides, not the event: a reset clears it
-            result.notes.append(f"{line}: {entry.meaning}; see the gpu-memory check for the GPU's state now")
+            result.notes.append(f"{line}: {entry.meaning}{named}; see the gpu-memory check for the GPU's state now")
             continue
         runbook = XID_CODE_RUNBOOKS.get(entry.code) or XID_RUNBOOKS[entry.kind]
         # A GPU off the bus is gone from nvidia-smi: its PCI address is all that names it then.
         variables = {"GPU_PCI": event["pci"], **({"GPU": str(gpu_by_pci[event["pci"].lower()])}
                                                 if event["pci"].lower() in gpu_by_pci else {})}
         result.findings.append(Finding(runbook, entry.severity, entry.action,
-                                       f"Xid {entry.code}: {entry.meaning}", [line, f"catalogue: {entry.source}"],
+                                       f"Xid {entry.code}: {entry.meaning}{named}", [line, f"catalogue: {entry.source}"],
                                        variables))
     return result
+
+
+def xid_line(event: dict) -> str:
+    """One Xid event as evidence: when, the GPU, how often, the driver's words, every process its burst names, and
+    whether the driver printed only a sample of them."""
+    repeats = f" ({event['count']} times)" if event.get("count", 1) > 1 else ""
+    processes = ", ".join(f"{known['process'] or 'pid'} {known['pid'] or ''}".strip()
+                          for known in event.get("processes", []))
+    sampled = (f"; the driver printed 1 of every {event['printed_one_in']} of these"
+               if event.get("printed_one_in") else "")
+    return (f"{event['time'] or 'this boot'}: Xid {event['xid']} on PCI {event['pci']}{repeats}: {event['message']}"
+            + (f" (processes: {processes})" if processes else "") + sampled)
 
 
 def gpu_count(host, specs: HostSpecs) -> CheckResult:
@@ -185,9 +212,12 @@ def gpu_count(host, specs: HostSpecs) -> CheckResult:
 
 
 def gpu_memory(host, specs: HostSpecs) -> CheckResult:
-    """Row remapping and ECC, per GPU: a failed remap is the hardware's end, a pending one waits for a reset."""
+    """Row remapping and ECC, per GPU: a failed remap is the hardware's end; uncorrectable errors need a reset
+    unless the driver contained them (it says so in its Xid 94 line, "RST: No, D-RST: No"); a pending remap
+    waits for the next reset, chosen after a drain."""
     result = CheckResult()
     index_by_bus = {gpu["bus_id"].lower(): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
+    events = host.get_fact(KernelXidEvents, since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
     for gpu in host.get_fact(NvidiaMemoryErrors):
         index = index_by_bus.get(gpu["bus_id"].lower(), gpu["gpu"])  # the index `nvidia-smi -i` takes
         where = f"GPU {index} ({gpu['bus_id']})"
@@ -198,14 +228,27 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
                 f"{where}: row remapping failed: the GPU is out of spare rows (RMA criteria)",
                 [f"{where}: Remapping Failure Occurred: Yes"], variables))
         if (gpu.get("ecc_volatile_uncorrectable") or 0) > 0:
-            result.findings.append(Finding(
-                "gpu-memory-errors", "critical", "reset GPU",
-                f"{where}: {gpu['ecc_volatile_uncorrectable']} uncorrectable ECC errors since the last driver load",
-                [f"{where}: volatile uncorrectable ECC errors: {gpu['ecc_volatile_uncorrectable']}"], variables))
+            count = f"{where}: volatile uncorrectable ECC errors: {gpu['ecc_volatile_uncorrectable']}"
+            said = [event for event in events if event["pci"].lower() == gpu["bus_id"].lower()[4:-2]
+                    and event["xid"] in xids.ECC_XIDS]
+            needs = xids.ecc_reset(said)
+            lines = [count, *(xid_line(event) for event in said)]
+            if needs == "none":
+                result.findings.append(Finding(
+                    "gpu-memory-errors", "warning", "restart engine",
+                    f"{where}: {gpu['ecc_volatile_uncorrectable']} uncorrectable ECC errors, contained by the driver "
+                    "(RST: No, D-RST: No): the process that touched the memory died, the GPU needs no reset",
+                    lines, variables))
+            else:
+                result.findings.append(Finding(
+                    "gpu-memory-errors", "warning" if needs == "drain" else "critical",
+                    "drain, then reset GPU" if needs == "drain" else "reset GPU",
+                    f"{where}: {gpu['ecc_volatile_uncorrectable']} uncorrectable ECC errors since the last driver load"
+                    + (": the driver recommends a drain and reset" if needs == "drain" else ""), lines, variables))
         if gpu.get("remap_pending"):
             result.findings.append(Finding(
-                "gpu-memory-errors", "warning", "reset GPU",
-                f"{where}: a row remap is pending: reset the GPU (drained) to activate it",
+                "gpu-memory-errors", "warning", "drain, then reset GPU",
+                f"{where}: a row remap is pending: it takes effect at the GPU's next reset, after a drain",
                 [f"{where}: Remapped Rows Pending: Yes"], variables))
     return result
 
@@ -235,9 +278,12 @@ def nvidia_services(host, specs: HostSpecs) -> CheckResult:
             said = [f"fabric manager log: {line}"
                     for _, line in log_patterns.log_findings(journal, log_patterns.FABRIC_MANAGER_LOG_PATTERNS)]
             state = units.get(FABRIC_MANAGER_UNIT, {})
+            # NV_WARN_NOTHING_TO_DO: fabric manager found no NVSwitch it can manage; a restart finds none either.
+            nothing = any(re.search(log_patterns.FABRIC_MANAGER_LOG_PATTERNS["nothing-to-do"], line) for line in said)
             result.findings.append(Finding(
-                "fabric-manager-down", "critical", "restart fabric manager",
-                "; ".join(fabric.problems),
+                "fabric-manager-down", "critical", "drain and inspect hardware" if nothing else "restart fabric manager",
+                "; ".join(fabric.problems) + ("; fabric manager found no NVSwitch to manage (NV_WARN_NOTHING_TO_DO): "
+                                              "a restart cannot help" if nothing else ""),
                 [*fabric.problems, f"{FABRIC_MANAGER_UNIT}: {unit_line(state)}", *said[-EVIDENCE_LINES:]],
                 {"UNIT": FABRIC_MANAGER_UNIT}))
     persistenced = units.get(PERSISTENCED_UNIT, {})

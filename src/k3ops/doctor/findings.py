@@ -13,8 +13,8 @@ from .runbooks import runbooks
 SEVERITY_RANK = {"warning": 1, "critical": 2}
 # Of two findings of one runbook and severity, the one needing more is kept: a GPU to replace outranks a reset.
 ACTION_RANK = {"none": 0, "restart service": 1, "restart engine": 2, "rerun the deploy": 2, "free disk space": 2,
-               "restart fabric manager": 3, "reset GPU": 4, "reboot": 5, "drain and inspect hardware": 6,
-               "return to service": 6}
+               "restart fabric manager": 3, "drain, then reset GPU": 4, "reset GPU": 5, "reboot": 6,
+               "drain and inspect hardware": 7, "return to service": 7}
 # A finding that another explains: a GPU fallen off the bus (Xid 79) is why fewer GPUs show.
 # An engine a rollout stopped and left stopped is down because of the rollout.
 EXPLAINED_BY = {"gpu-count-below-spec": "gpu-fallen-off-bus", "engine-not-running": "host-left-in-maintenance"}

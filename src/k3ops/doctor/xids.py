@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -11,7 +12,7 @@ Severity = Literal["info", "warning", "critical"]
 # must act, or "none" where the faulting process alone dies; IGNORE -> "none"; RESET_GPU -> "reset GPU";
 # RESTART_BM -> "reboot"; RESTART_FM -> "restart fabric manager"; CONTACT_SUPPORT and workflows whose
 # outcome the code alone does not decide -> "drain and inspect hardware".
-Action = Literal["none", "restart engine", "reset GPU", "reboot", "restart fabric manager",
+Action = Literal["none", "restart engine", "drain, then reset GPU", "reset GPU", "reboot", "restart fabric manager",
                  "drain and inspect hardware"]
 
 CATALOGUE_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
@@ -70,7 +71,7 @@ XID_CATALOGUE = {entry.code: entry for entry in (
              "memory", "critical", "reset GPU", f"{CATALOGUE}; WORKFLOW_XID_48; {GPUD_XID_NOTES}"),
     # Row remapping takes effect at the next GPU reset; applications keep running until then.
     XidEntry(63, "Row remapping (page retirement) pending: reset the GPU when convenient to activate it",
-             "memory", "warning", "reset GPU", f"{CATALOGUE}; IGNORE; {ML_ENGINEERING_DEBUG}; {PAGE_RETIREMENT_URL}"),
+             "memory", "warning", "drain, then reset GPU", f"{CATALOGUE}; IGNORE; {ML_ENGINEERING_DEBUG}; {PAGE_RETIREMENT_URL}"),
     XidEntry(64, "Row remapping (page retirement) failure",
              "memory", "critical", "reset GPU",
              f"{CATALOGUE}; RESET_GPU, then CONTACT_SUPPORT; {ML_ENGINEERING_DEBUG}"),
@@ -103,6 +104,27 @@ XID_CATALOGUE = {entry.code: entry for entry in (
 # has read NVIDIA's row for it.
 UNKNOWN_XID = XidEntry(0, "Xid not in k3ops' catalogue: look it up in NVIDIA's",
                        "hardware", "warning", "drain and inspect hardware", CATALOGUE_URL)
+
+
+# The preemptive cleanup that follows another Xid (its line may name it: "caused by previous Xid 149").
+SYMPATHETIC_XID = 45
+# The Xids of uncorrectable memory errors, and the flags the driver prints with a contained or uncontained one
+# ("Contained: SM (0x1). RST: No, D-RST: No", kernel-xid/dmesg-iso_xid-48-63-94-... capture): whether the GPU needs
+# a reset (RST) or a drain and reset (D-RST). NVIDIA's catalogue: Xid 94 RESTART_APP, Xid 95 RESET_GPU.
+ECC_XIDS = (48, 94, 95)
+UNCONTAINED_XID = 95
+RESET_FLAGS_REGEX = r"\bRST: (?P<reset>Yes|No), D-RST: (?P<drain>Yes|No)\b"
+
+
+def ecc_reset(events: list[dict]) -> Literal["none", "drain", "reset"]:
+    """What a GPU's uncorrectable errors need, by the driver's words in its ECC Xids: "none" when it contained
+    them and asked for no reset, "drain" when it recommends a drain and reset, "reset" for an uncontained error,
+    one flagged RST: Yes, or no line that says (the error count alone cannot tell)."""
+    flags = [found for event in events if (found := re.search(RESET_FLAGS_REGEX, event["message"]))]
+    if not flags or any(event["xid"] == UNCONTAINED_XID for event in events) or \
+            any(found["reset"] == "Yes" for found in flags):
+        return "reset"
+    return "drain" if any(found["drain"] == "Yes" for found in flags) else "none"
 
 
 def classify(xid: int) -> XidEntry:

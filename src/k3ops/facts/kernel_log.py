@@ -16,6 +16,14 @@ XID_LINE_REGEX = (
     r"(?:pid=(?P<pid>\d+|'?<unknown>'?), )?(?:name=(?P<process>[^,]*), )?(?P<message>.*)$"
 )
 UNKNOWN_PROCESS = "<unknown>"
+# A sympathetic Xid 45 names the Xid it follows (kernel-xid/xid-45_caused-by-previous-xid-149-145 capture, driver
+# 590): "Ch 00000001 caused by previous Xid 149".
+CAUSED_BY_REGEX = r"\bcaused by previous Xid (?P<xid>\d+)\b"
+# The driver stops printing most of a GPU's GSP RPC errors (kernel-xid/dmesg-ctime_xid-119-... and
+# dmesg_xid-119-gsp-rpc-history-... captures): "NVRM: Rate limiting GSP RPC error prints for GPU at
+# PCI:0000:9b:00 (printing 1 of every 30).  The GPU likely needs to be reset." The Xids after it are samples.
+RATE_LIMIT_REGEX = (r"NVRM: Rate limiting GSP RPC error prints for GPU at PCI:(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:"
+                    r"[0-9A-Fa-f]{2}) \(printing 1 of every (?P<every>\d+)\)")
 # The driver's own fallen-off-the-bus report, three lines with no Xid (570 open module, NVSentinel issue 155;
 # nccl-runbooks.md B4): "NVRM: The NVIDIA GPU 0000:b3:00.0" / "NVRM: (PCI ID: 10de:26b5) installed in this
 # system has" / "NVRM: fallen off the bus and is not responding to commands." It is reported as Xid 79.
@@ -80,21 +88,33 @@ def _fallen_off_bus(lines: list[str], start: int) -> str | None:
 
 
 def _bursts(events: list[tuple[datetime | None, dict]]) -> list[dict]:
-    """The events with each burst of one (pci, xid) kept as its first event and a count; events without a
-    time are never merged, since the gap to the next is unknown."""
+    """The events with each burst of one (pci, xid) kept as its first event, with a count, every process its
+    lines name (the first line of a contained error names none; the next name the process it killed) and the
+    driver's rate limit if any line of it had one; events without a time are never merged, since the gap to the
+    next is unknown."""
     bursts, open_bursts = [], {}
     for time, event in events:
         key = (event["pci"], event["xid"])
         burst = open_bursts.get(key)
         if time is not None and burst is not None and time - burst[0] <= BURST_SILENCE:
-            burst[1]["count"] += 1
-            open_bursts[key] = (time, burst[1])
+            first = burst[1]
+            first["count"] += 1
+            first["processes"] += [process for process in event["processes"] if process not in first["processes"]]
+            first["printed_one_in"] = first["printed_one_in"] or event["printed_one_in"]
+            open_bursts[key] = (time, first)
             continue
         event["count"] = 1
         bursts.append(event)
         if time is not None:
             open_bursts[key] = (time, event)
     return bursts
+
+
+def _event(time: datetime | None, pci: str, xid: int, message: str, pid: int | None = None,
+           process: str | None = None, caused_by: int | None = None, printed_one_in: int | None = None) -> dict:
+    return {"time": time.isoformat() if time else None, "pci": pci, "xid": xid, "pid": pid, "process": process,
+            "message": message, "processes": [{"pid": pid, "process": process}] if pid or process else [],
+            "caused_by": caused_by, "printed_one_in": printed_one_in}
 
 
 class KernelXidEvents(FactBase[list[dict]]):
@@ -114,6 +134,9 @@ class KernelXidEvents(FactBase[list[dict]]):
                 "process": "pt_main_thread",
                 "message": "Ch 00000008",
                 "count": 1,               # the lines of its burst
+                "processes": [{"pid": 2815167, "process": "pt_main_thread"}],  # every one its lines name
+                "caused_by": None,        # the Xid a sympathetic Xid 45 says it follows
+                "printed_one_in": None,   # 30: the driver printed 1 of every 30 of these (its rate limit)
             },
         ]
     """
@@ -127,28 +150,25 @@ class KernelXidEvents(FactBase[list[dict]]):
     @override
     def process(self, output):
         lines = [line.rstrip() for line in output]
-        events = []
+        events, rate_limits = [], {}
         for number, line in enumerate(lines):
             if xid := re.search(XID_LINE_REGEX, line):
                 time = _event_time(line[:xid.start()])
-                events.append((time, {
-                    "time": time.isoformat() if time else None,
-                    "pci": xid["pci"],
-                    "xid": int(xid["xid"]),
-                    "pid": int(xid["pid"]) if xid["pid"] and xid["pid"].isdigit() else None,
-                    "process": None if xid["process"] == UNKNOWN_PROCESS else xid["process"],
-                    "message": xid["message"],
-                }))
+                pid = int(xid["pid"]) if xid["pid"] and xid["pid"].isdigit() else None
+                process = None if xid["process"] == UNKNOWN_PROCESS else xid["process"]
+                caused_by = re.search(CAUSED_BY_REGEX, xid["message"])
+                events.append((time, _event(time, xid["pci"], int(xid["xid"]), xid["message"], pid, process,
+                                            int(caused_by["xid"]) if caused_by else None,
+                                            rate_limits.get(xid["pci"].lower()))))
             elif (gpu := re.search(FALLEN_OFF_START_REGEX, line)) and (message := _fallen_off_bus(lines, number)):
                 time = _event_time(line[:gpu.start()])
-                events.append((time, {
-                    "time": time.isoformat() if time else None,
-                    "pci": gpu["pci"],
-                    "xid": FALLEN_OFF_XID,
-                    "pid": None,
-                    "process": None,
-                    "message": message,
-                }))
+                events.append((time, _event(time, gpu["pci"], FALLEN_OFF_XID, message)))
+            elif limit := re.search(RATE_LIMIT_REGEX, line):
+                rate_limits[limit["pci"].lower()] = int(limit["every"])
+                for _, event in reversed(events):  # the burst it cuts short is the GPU's last one
+                    if event["pci"].lower() == limit["pci"].lower():
+                        event["printed_one_in"] = int(limit["every"])
+                        break
         return _bursts(events)
 
 

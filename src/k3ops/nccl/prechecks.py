@@ -27,6 +27,8 @@ from ..vendor_units import FABRIC_MANAGER
 IOMMU_TRANSLATING = ("intel_iommu=on", "amd_iommu=on", "iommu=force", "iommu.passthrough=0")
 IOMMU_PASSTHROUGH = "iommu=pt"
 FABRIC_READY = ("Completed", "Success")
+# A driver with no registration to report for the GPU: no Fabric block (before R530), or "N/A".
+FABRIC_NOT_REPORTED = (None, "N/A")
 
 
 @dataclass(frozen=True)
@@ -126,14 +128,17 @@ def gpudirect(host, spec: GpuHostSpec) -> Precheck:
 
 
 def nvlink_fabric(host, spec: GpuHostSpec) -> Precheck:
-    """Fabric manager running where it is wanted; on Blackwell (and GB300 trays) every GPU's fabric state
-    Completed/Success, which NCCL needs before it can use NVLink at all."""
+    """Fabric manager running where it is wanted, and every GPU's fabric registration Completed/Success, which NCCL
+    needs before it can use NVLink at all: on Blackwell (and GB300 trays) always, on an NVSwitch board of another
+    generation (HGX Hopper registers too) wherever the driver reports a registration (not N/A)."""
     problems = []
-    if spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches))) and not host.get_fact(FabricManager)["active"]:
+    wanted = spec.fabric_manager_wanted(bool(host.get_fact(NvSwitches)))
+    if wanted and not host.get_fact(FabricManager)["active"]:
         problems.append(f"{FABRIC_MANAGER} is not running")
-    if spec.gpu_architecture == "Blackwell":
+    if spec.gpu_architecture == "Blackwell" or wanted:
         problems += [f"GPU {gpu['gpu']}: fabric {gpu['state']}/{gpu['status']}"
-                     for gpu in host.get_fact(NvidiaFabricState) if (gpu["state"], gpu["status"]) != FABRIC_READY]
+                     for gpu in host.get_fact(NvidiaFabricState) if (gpu["state"], gpu["status"]) != FABRIC_READY
+                     and (spec.gpu_architecture == "Blackwell" or gpu["state"] not in FABRIC_NOT_REPORTED)]
     return Precheck("nvlink_fabric", tuple(problems))
 
 

@@ -1,0 +1,126 @@
+"""The doctor's rules on real kernel-log and fabric manager captures nobody here wrote: a sympathetic Xid 45
+follows the Xid it names, a burst keeps every process it killed and the driver's rate limit, a contained memory
+error needs no reset, NV_WARN_NOTHING_TO_DO is no restart, and HGX Hopper's fabric registration is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from k3ops.doctor.diagnose import diagnose
+from k3ops.doctor.xids import ecc_reset
+from k3ops.facts.fabric import NvidiaFabricState
+from k3ops.facts.gpu_health import NvidiaMemoryErrors
+from k3ops.facts.journal import UnitJournal
+from k3ops.facts.kernel_log import KernelXidEvents
+from k3ops.facts.nvidia import FabricManager, NvidiaGpus
+
+from ..conftest import real_output
+from .test_doctor import FactHost, healthy_h200, runbooks_named, specs
+
+CONTAINED = "kernel-xid/dmesg-iso_xid-48-63-94-contained-rst-flags_burst-94-python3.10.txt"
+CAUSED_BY = "kernel-xid/xid-45_caused-by-previous-xid-149-145_nvlink5_590.48.01.txt"
+PLAIN_45 = "kernel-xid/dmesg-ctime_xid-45-plain-ch_then-hung-task-nvidia-rwsem_5.15.txt"
+RATE_LIMITED = "kernel-xid/dmesg-ctime_xid-119-gsp-timeout-burst_rate-limit-1-of-30_xe9680.txt"
+OLD_DBE = "kernel-xid/dmesg-T_xid-48-dbe-63-page-retirement_old-format_390.30-era.txt"
+NOTHING_TO_DO = "fabricmanager/journal_nvidia-fabricmanager_fail_nv-warn-nothing-to-do_no-nvswitch.txt"
+
+
+def events(capture: str) -> list[dict]:
+    return KernelXidEvents().process(real_output(capture).splitlines())
+
+
+def gpus_at(*pcis: str) -> list[dict]:
+    """The host's eight GPUs as nvidia-smi lists them, the first at these PCI addresses (0000:19:00)."""
+    gpus = healthy_h200()[NvidiaGpus]
+    return [{**gpu, "bus_id": f"0000{pcis[gpu['index']].upper()}.0"} if gpu["index"] < len(pcis) else gpu
+            for gpu in gpus]
+
+
+def test_a_burst_keeps_every_process_it_killed_and_the_drivers_rate_limit():
+    contained = events(CONTAINED)[-1]
+    assert (contained["xid"], contained["count"], contained["process"]) == (94, 9, None)  # its first line names none
+    assert contained["processes"] == [{"pid": 1248209, "process": "python3.10"}]
+    limited = events(RATE_LIMITED)
+    assert [(event["count"], event["printed_one_in"]) for event in limited] == [(4, 30), (1, 30)]
+    assert [known["process"] for known in limited[0]["processes"]] == ["nvidia-smi", "cache_mgr_main"]
+    assert {event["caused_by"] for event in events(CAUSED_BY)} == {149, 145}
+
+
+def test_the_evidence_names_the_killed_process_and_the_sample_the_driver_printed():
+    facts = {**healthy_h200(), KernelXidEvents: events(RATE_LIMITED), NvidiaGpus: gpus_at("0000:9b:00")}
+    facts[NvidiaMemoryErrors] = []
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert runbooks_named(diagnosis) == ["gsp-timeout"]
+    evidence = diagnosis.findings[0].evidence
+    assert any("(4 times)" in line and "processes: nvidia-smi 2024380, cache_mgr_main 1263500" in line
+               and "the driver printed 1 of every 30 of these" in line for line in evidence), evidence
+
+
+def test_a_sympathetic_xid_45_follows_the_xid_it_names():
+    facts = {**healthy_h200(), KernelXidEvents: events(CAUSED_BY),
+             NvidiaGpus: gpus_at("0000:97:00", "0000:ba:00", "0000:dc:00", "0000:ed:00")}
+    diagnosis = diagnose(FactHost(facts), specs("b300x8"))
+    assert runbooks_named(diagnosis) == ["nvlink-errors"]
+    finding = diagnosis.findings[0]
+    assert finding.summary.startswith("Xid 14") and "(named by Xid 45: the GPU's own fault)" in finding.summary
+    assert sum("caused by previous Xid" in line for line in finding.evidence) == 7
+
+
+def test_xid_45_alone_is_the_catalogues_fabric_manager_restart_where_one_runs_and_a_note_elsewhere():
+    plain = events(PLAIN_45)
+    assert [(event["xid"], event["caused_by"]) for event in plain] == [(45, None)]
+    facts = {**healthy_h200(), KernelXidEvents: plain}
+    diagnosis = diagnose(FactHost(facts), specs())  # an HGX H200: NVSwitches, fabric manager
+    assert runbooks_named(diagnosis) == ["fabric-manager-down"]
+    assert (diagnosis.findings[0].severity, diagnosis.findings[0].action) == ("warning", "restart fabric manager")
+    diagnosis = diagnose(FactHost(facts), specs(fabric_manager="off"))
+    assert diagnosis.findings == [] and any("Xid 45" in note for note in diagnosis.notes)
+    beside = {**facts, KernelXidEvents: [*plain, {**plain[0], "xid": 13, "message": "Graphics Exception"}]}
+    diagnosis = diagnose(FactHost(beside), specs())
+    assert diagnosis.findings == [] and any("it follows Xid 13 on this GPU" in note for note in diagnosis.notes)
+
+
+def test_a_contained_uncorrectable_error_needs_no_reset_and_one_the_driver_does_not_explain_does():
+    assert ecc_reset([event for event in events(CONTAINED) if event["xid"] in (48, 94)]) == "none"
+    assert ecc_reset([event for event in events(OLD_DBE) if event["xid"] == 48]) == "reset"
+    facts = {**healthy_h200(), KernelXidEvents: events(CONTAINED), NvidiaGpus: gpus_at("0000:19:00"),
+             NvidiaMemoryErrors: [{"gpu": 0, "bus_id": "00000000:19:00.0", "remap_pending": True,
+                                   "remap_failure": False, "ecc_volatile_uncorrectable": 1}]}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert runbooks_named(diagnosis) == ["gpu-memory-errors"]
+    finding = diagnosis.findings[0]
+    assert finding.severity == "warning" and finding.action == "drain, then reset GPU"  # the pending remap's
+    assert any("RST: No, D-RST: No" in line for line in finding.evidence)
+    facts[NvidiaMemoryErrors] = [{**facts[NvidiaMemoryErrors][0], "remap_pending": False}]
+    finding = diagnose(FactHost(facts), specs()).findings[0]
+    assert (finding.severity, finding.action) == ("warning", "restart engine") and "contained" in finding.summary
+    facts[KernelXidEvents] = []  # the log rotated: the count alone cannot say it was contained
+    finding = diagnose(FactHost(facts), specs()).findings[0]
+    assert (finding.severity, finding.action) == ("critical", "reset GPU")
+
+
+@pytest.mark.parametrize("drain, expected", [("Yes", "drain"), ("No", "none")])
+def test_the_drivers_drain_and_reset_flag_is_followed(drain, expected):
+    line = next(event for event in events(CONTAINED) if "RST:" in event["message"])
+    assert ecc_reset([{**line, "message": line["message"].replace("D-RST: No", f"D-RST: {drain}")}]) == expected
+    assert ecc_reset([{**line, "xid": 95}]) == "reset"
+
+
+def test_nothing_to_do_from_fabric_manager_is_no_restart():
+    facts = {**healthy_h200(), FabricManager: {"installed_version": "580.126.09", "active": False},
+             UnitJournal: real_output(NOTHING_TO_DO).splitlines()}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert runbooks_named(diagnosis) == ["fabric-manager-down"]
+    finding = diagnosis.findings[0]
+    assert finding.action == "drain and inspect hardware" and "NV_WARN_NOTHING_TO_DO" in finding.summary
+
+
+def test_hgx_hopper_gpus_stuck_registering_with_the_fabric_are_found():
+    registering = [{"gpu": f"00000000:{0x18 + index:02X}:00.0", "state": "In Progress", "status": "N/A"}
+                   for index in range(8)]
+    facts = {**healthy_h200(), NvidiaFabricState: registering}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert runbooks_named(diagnosis) == ["fabric-manager-down"]
+    assert "fabric In Progress/N/A" in diagnosis.findings[0].summary
+    not_reported = [{**gpu, "state": "N/A"} for gpu in registering]  # no registration to report: no finding
+    assert diagnose(FactHost({**facts, NvidiaFabricState: not_reported}), specs()).findings == []
