@@ -76,8 +76,8 @@ BOARD_PROFILES: dict[str, BoardProfile] = {
 }
 
 # The newest CUDA each NVIDIA driver branch supports (NVIDIA's CUDA toolkit release notes).
-CUDA_BY_DRIVER_BRANCH: dict[int, str] = {550: "12.4", 560: "12.6", 565: "12.7", 570: "12.8", 575: "12.9",
-                                         580: "13.0", 590: "13.1"}
+CUDA_BY_DRIVER_BRANCH: dict[int, str] = {550: "12.4", 555: "12.5", 560: "12.6", 565: "12.7", 570: "12.8",
+                                         575: "12.9", 580: "13.0", 590: "13.1"}
 
 
 def cuda_supported_by(branch: int) -> str | None:

@@ -22,16 +22,33 @@ H100_2NODE = "nccl-tests/01_nccl_allreduce_h100_2node_16gpu.txt"
 EIGHT_GIB = 8 << 30
 
 
-def test_every_gpu_board_has_a_published_figure_for_every_test():
+def test_every_gpu_board_says_for_every_test_who_published_its_figure_or_why_nobody_has():
     from k3ops.hardware import BOARD_PROFILES
 
     for name, board in BOARD_PROFILES.items():
         if board.gpu_model is not None:
             assert set(PUBLISHED[name]) == set(TEST_KINDS), name
+            for kind, figure in PUBLISHED[name].items():
+                assert figure.source and (figure.gbps is None) == figure.source.startswith("no "), (name, kind)
+
+
+def test_thresholds_checked_against_the_published_figures():
+    """H200 shares H100's NVLink 4 (healthy 478-480): Azure's H100 floor, not its H200 one 10% under healthy;
+    NIC loopback is Azure's 40 on NDR, alltoall ROCm CVS's 45; B300 and GB300 have no published figure."""
+    assert threshold("h200x8", "host_all_reduce", {}, {}, 0.9)[0] == threshold("h100x8", "host_all_reduce", {}, {},
+                                                                                0.9)[0] == 460.0
+    assert threshold("h200x8", "host_nic_loopback", {}, {}, 0.9)[0] == 40.0
+    assert {threshold(profile, "cluster_alltoall", {}, {}, 0.9)[0] for profile in ("h200x8", "mi355x8")} == {45.0}
+    for profile, kind in (("b300x8", "host_all_reduce"), ("gb300x4", "host_all_reduce"),
+                          ("gb200x4", "cluster_alltoall"), ("gb300x4", "cluster_all_reduce")):
+        figure, source = threshold(profile, kind, {}, {}, 0.9)
+        assert figure is None and "k3ops nccl check INVENTORY --baseline" in source, (profile, kind)
+    assert threshold("b300x8", "host_all_reduce", {}, {"host_all_reduce": 950.0}, 0.9) == (855.0, "0.9 x nccl_baseline")
 
 
 def test_the_fleet_overrides_then_its_baseline_then_the_published_figure():
-    assert threshold("h200x8", "host_all_reduce", {}, {}, 0.9) == (431.0, "published")
+    figure, source = threshold("h200x8", "host_all_reduce", {}, {}, 0.9)
+    assert figure == 460.0 and source.startswith("published: Azure NHC nd96isr_h100_v5.conf")
     assert threshold("h200x8", "host_all_reduce", {}, {"host_all_reduce": 480.0}, 0.9) == (432.0, "0.9 x nccl_baseline")
     assert threshold("h200x8", "host_all_reduce", {"host_all_reduce": 300.0}, {"host_all_reduce": 480.0}, 0.9) == (
         300.0, "nccl_thresholds")
@@ -141,7 +158,8 @@ def test_the_gate_passes_only_a_passing_check_of_the_same_cluster_on_the_current
 
 
 def test_an_unknown_profile_figure_is_not_invented():
-    assert threshold("cpu", "host_all_reduce", {}, {}, 0.9) == (None, "none")
+    figure, source = threshold("cpu", "host_all_reduce", {}, {}, 0.9)
+    assert figure is None and source.startswith("no figure for hardware_profile 'cpu'")
     with pytest.raises(ValidationError):
         FabricCheckSpec(nccl_message_gib=0)
 
@@ -191,3 +209,15 @@ def test_a_front_end_port_is_no_fault_but_a_fabric_port_down_is_named():
                        H200, None)
     assert found[0].problems == ("mlx5_2 port 1: Down/Polling", "7 healthy RDMA ports, hardware_profile 'h200x8' has 8")
     assert found[1].problems == ("active MTUs differ: mlx5_0 4096, mlx5_1 2048",)
+
+
+def test_a_port_at_half_the_rate_of_the_hosts_others_is_named_on_a_board_faster_than_its_profile():
+    """B300 boards ship ConnectX-8 at 800 Gb/s; the profile's 400 would pass a port that trained at half that."""
+    from k3ops.nccl.prechecks import rdma_ports
+
+    connectx8 = ports(*[("Active", "LinkUp", 800)] * 7, ("Active", "LinkUp", 400))
+    found = rdma_ports(Answers({"InfinibandPorts": connectx8, "InfinibandActiveMtu": {}}), H200, None)
+    assert found[0].problems == ("mlx5_7 port 1: 400 Gb/s, the board's ports link at 800",
+                                 "7 healthy RDMA ports, hardware_profile 'h200x8' has 8")
+    every = ports(*[("Active", "LinkUp", 800)] * 8)
+    assert rdma_ports(Answers({"InfinibandPorts": every, "InfinibandActiveMtu": {}}), H200, None)[0].passed

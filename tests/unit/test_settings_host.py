@@ -178,3 +178,12 @@ def test_repository_source_lines_name_their_own_keyring():
     assert source_line("cuda", spec.repository("cuda")) == (
         "deb [signed-by=/etc/apt/keyrings/k3ops-cuda.asc] "
         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /")
+
+
+def test_each_driver_branch_supports_the_cuda_its_release_notes_name():
+    """NVIDIA's CUDA toolkit release notes: 12.4 with 550, 12.5 with 555 (555.42.02), 12.6 with 560, ..."""
+    from k3ops.hardware import cuda_supported_by
+
+    assert [cuda_supported_by(branch) for branch in (550, 555, 556, 560, 580, 590)] == [
+        "12.4", "12.5", "12.5", "12.6", "13.0", "13.1"]
+    assert cuda_supported_by(535) is None

@@ -15,7 +15,7 @@ from typing import Literal
 
 from .. import runbooks as runbook_files
 
-HEADER_KEYS = ("id", "title", "severity", "finding", "automatable", "drill")
+HEADER_KEYS = ("id", "title", "severity", "finding", "automatable", "drill", "remedy_source")
 RUNBOOK_SECTIONS = ("Symptoms", "Detect", "Diagnose", "Remedy", "Verify", "Prevent")
 STEP_SECTIONS = ("Remedy", "Verify")
 SEVERITIES = ("warning", "critical")
@@ -53,6 +53,7 @@ class Runbook:
     checks: tuple[str, ...]  # the doctor checks that detect it (the header's `finding`)
     automatable: bool
     drill: str
+    remedy_source: str  # who says its Remedy is the fix: a vendor's or a project's document, or k3ops' own reason
     path: Path
     sections: dict[str, str]
 
@@ -109,7 +110,8 @@ def parse(path: Path) -> Runbook:
         raise RunbookError(f"{path}: no section {', '.join(absent)}")
     return Runbook(id=fields["id"], title=fields["title"], severity=fields["severity"],
                    checks=tuple(check.strip() for check in fields["finding"].split(",")),
-                   automatable=fields["automatable"] == "yes", drill=fields["drill"], path=path, sections=sections)
+                   automatable=fields["automatable"] == "yes", drill=fields["drill"],
+                   remedy_source=fields["remedy_source"], path=path, sections=sections)
 
 
 @cache
@@ -121,8 +123,8 @@ def runbooks() -> dict[str, Runbook]:
 
 def index_table() -> str:
     """runbooks/README.md's index, made from the headers so the two cannot disagree."""
-    rows = ["| id | title | severity | detecting check | drill |", "|---|---|---|---|---|"]
+    rows = ["| id | title | severity | detecting check | drill | remedy's source |", "|---|---|---|---|---|---|"]
     for book in runbooks().values():
         rows.append(f"| [{book.id}]({book.path.name}) | {book.title} | {book.severity} | {', '.join(book.checks)} "
-                    f"| {book.drill.split(':')[0]} |")
+                    f"| {book.drill.split(':')[0]} | {book.remedy_source} |")
     return "\n".join(rows)

@@ -73,10 +73,13 @@ def gpus_visible(host, spec: GpuHostSpec) -> Precheck:
 
 def rdma_ports(host, spec: GpuHostSpec, ib_hca: str | None) -> list[Precheck]:
     """As many ports Active and LinkUp at the board's rate as it has, among those NCCL will use (NCCL_IB_HCA,
-    when the fleet sets it: a front-end NIC is not the compute fabric); one MTU on all of them."""
+    when the fleet sets it: a front-end NIC is not the compute fabric); one MTU on all of them. A board whose NICs
+    link faster than its profile says (ConnectX-8 at 800 Gb/s on a B300) holds every port to its fastest one's
+    rate: a port at half of it would pass the profile's."""
     ports = [port for port in host.get_fact(InfinibandPorts) if hca_selected(ib_hca, port["device"], port["port"])]
     board = spec.board
-    problems = [problem for port in ports if (problem := port_problem(port, board.rdma_rate_gbps))]
+    rate = max([board.rdma_rate_gbps, *(port["rate_gbps"] for port in ports if port["state"] == "Active")])
+    problems = [problem for port in ports if (problem := port_problem(port, rate))]
     healthy = len(ports) - len(problems)
     if healthy >= board.rdma_ports:
         problems = []
@@ -110,7 +113,7 @@ def port_problem(port: dict, rate_gbps: int) -> str | None:
     if (port["state"], port["physical_state"]) != ("Active", "LinkUp"):
         return f"{where}: {port['state']}/{port['physical_state']}"
     if port["rate_gbps"] < rate_gbps:
-        return f"{where}: {port['rate_gbps']:g} Gb/s, the board's ports link at {rate_gbps}"
+        return f"{where}: {port['rate_gbps']:g} Gb/s, the board's ports link at {rate_gbps:g}"
     return None
 
 

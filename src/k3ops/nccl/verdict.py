@@ -63,7 +63,7 @@ def judge(run: FabricRun, status: int, output: str, errors: str, timeout_seconds
         run.reason = f"slow: {run.busbw:g} GB/s is below {run.threshold:g} ({run.threshold_source})"
     else:
         run.verdict = "pass"
-        run.reason = "" if run.threshold is not None else "no threshold for this profile: not judged on speed"
+        run.reason = "" if run.threshold is not None else f"not judged on speed: {run.threshold_source}"
     if run.verdict != "pass" and run.warnings:
         run.reason += f"; NCCL: {run.warnings[-1].strip()}"
     return run
