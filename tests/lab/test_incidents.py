@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from k3ops.doctor.runbooks import runbooks
-from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER
+from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER, WATCHDOG_SERVICE, WATCHDOG_TIMER
 from k3ops_lab.faults import FAULTS
 
 from .conftest import k3ops, lab_inventory, on_host, pyinfra, reboot
@@ -134,3 +134,36 @@ def test_drill(fleet, runbook):
         for name in FABRIC_GROUP if fault.name in FABRIC_FAULTS else ():
             on_host(name, f"systemctl start {ENGINE_UNIT}")
 
+
+
+# Faults made as the world makes them, by ordinary commands and not `k3ops lab fault` (whose own faults are a
+# daemon killed by SIGKILL and systemd's own SIGSTOP): a service an operator stopped, a process frozen by kill(1).
+# (command, what the runbook's Remedy leaves for the operator to undo.)
+WORLD_FAULTS = {
+    "persistenced-down": ("systemctl stop nvidia-persistenced.service", None),
+    "engine-generation-stuck": (f"systemctl stop {WATCHDOG_TIMER}; "
+                                f"kill -STOP $(systemctl show -p MainPID --value {ENGINE_UNIT})",
+                                f"systemctl start {WATCHDOG_TIMER}"),
+}
+
+
+@pytest.mark.parametrize("runbook", sorted(WORLD_FAULTS))
+def test_a_fault_made_by_ordinary_means_names_the_same_runbook(fleet, runbook):
+    """The doctor finds what it finds however the fault came, and the runbook's own steps repair it."""
+    command, undo = WORLD_FAULTS[runbook]
+    host = "gpu-02"
+    on_host(host, f"systemctl start {WATCHDOG_SERVICE}")  # one health check of the serving engine, as its timer's
+    try:
+        on_host(host, command)
+        status, hosts = doctor(fleet)
+        named = {name: [finding["runbook"] for finding in found["findings"]] for name, found in hosts.items()}
+        assert named == {name: [runbook] if name == host else [] for name in HOSTS}, named
+        finding = hosts[host]["findings"][0]
+        assert status == {"warning": 1, "critical": 2}[finding["severity"]]
+        variables = {**finding["variables"], "HOST": host, "INVENTORY": fleet}
+        run_steps(host, "Remedy", runbook, variables)
+        run_steps(host, "Verify", runbook, variables)
+    finally:
+        if undo:
+            on_host(host, undo)
+    assert_clean(fleet)

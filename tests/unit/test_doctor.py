@@ -25,7 +25,7 @@ from k3ops.facts.checkpoint import ModelCheckpoints
 from k3ops.facts.engine import EngineState
 from k3ops.facts.fabric import InfinibandActiveMtu, InfinibandPorts, NvidiaFabricState, XgmiLinks
 from k3ops.facts.fabric_check import LastFabricCheck
-from k3ops.facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
+from k3ops.facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors, NvlinkLinks
 from k3ops.facts.journal import UnitJournal
 from k3ops.facts.kernel_log import KernelDriverMismatch, KernelXidEvents
 from k3ops.facts.maintenance import MaintenanceMarker
@@ -71,6 +71,10 @@ def healthy_h200() -> dict:
         NvidiaMemoryErrors: [{"gpu": gpu["index"], "bus_id": gpu["bus_id"], "remap_pending": False,
                               "remap_failure": False, "ecc_volatile_uncorrectable": 0} for gpu in gpus],
         NvlinkLinks: {index: {"links": 18, "inactive": []} for index in range(8)},
+        NvidiaGpuConditions: [{"gpu": gpu["index"], "bus_id": gpu["bus_id"], "recovery_action": None,
+                               "reset_required": False, "drain_and_reset_recommended": False, "pcie_replays": 0,
+                               "pcie_replay_rollovers": 0, "hw_slowdown": False, "power_brake": False}
+                              for gpu in gpus],
         NvSwitches: ["0000:05:00.0"] * 4, FabricManager: {"installed_version": "580.126.09", "active": True},
         NvidiaFabricState: [], UnitJournal: [], SecureBoot: False,
         UnitStates: lambda units: {name: unit() for name in units},
@@ -144,8 +148,8 @@ def test_a_broken_driver_is_the_one_finding_and_the_gpu_checks_wait_for_it():
     assert runbooks_named(diagnosis) == ["nvml-driver-mismatch"]
     assert "580.95.05" in diagnosis.findings[0].summary
     assert any("API mismatch: the client has the version 580.126.09" in line for line in diagnosis.findings[0].evidence)
-    assert {line.split(":")[0] for line in diagnosis.unchecked} == {"gpu-count", "gpu-memory", "nvlink",
-                                                                   "nvidia-services", "engine"}
+    assert {line.split(":")[0] for line in diagnosis.unchecked} == {"gpu-count", "gpu-memory", "gpu-conditions",
+                                                                   "nvlink", "nvidia-services", "engine"}
 
 
 @pytest.mark.parametrize(("secure_boot", "runbook"), [(True, "secure-boot-blocks-driver"),

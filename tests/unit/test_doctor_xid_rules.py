@@ -9,7 +9,7 @@ import pytest
 from k3ops.doctor.diagnose import diagnose
 from k3ops.doctor.xids import ecc_reset
 from k3ops.facts.fabric import NvidiaFabricState
-from k3ops.facts.gpu_health import NvidiaMemoryErrors
+from k3ops.facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors
 from k3ops.facts.journal import UnitJournal
 from k3ops.facts.kernel_log import KernelXidEvents
 from k3ops.facts.nvidia import FabricManager, NvidiaGpus
@@ -124,3 +124,71 @@ def test_hgx_hopper_gpus_stuck_registering_with_the_fabric_are_found():
     assert "fabric In Progress/N/A" in diagnosis.findings[0].summary
     not_reported = [{**gpu, "state": "N/A"} for gpu in registering]  # no registration to report: no finding
     assert diagnose(FactHost({**facts, NvidiaFabricState: not_reported}), specs()).findings == []
+
+
+H100_Q = "nvidia-smi-q/h100-sxm-x8_565.57.01_nvidia-smi-a_gls.txt"
+H200_Q = "nvidia-smi-q/h200-x1_590.48.01_nvidia-smi-q_load.txt"
+
+
+def conditions(capture: str) -> list[dict]:
+    return NvidiaGpuConditions().process(real_output(capture).splitlines())
+
+
+def test_the_fields_nothing_read_are_read_from_real_reports():
+    """565 prints GPU Reset Status, 590 only GPU Recovery Action; both the PCIe replays and the clock reasons."""
+    h100 = conditions(H100_Q)
+    assert len(h100) == 8 and h100[0] == {
+        "gpu": 0, "bus_id": "00000000:18:00.0", "recovery_action": None, "reset_required": False,
+        "drain_and_reset_recommended": False, "pcie_replays": 7, "pcie_replay_rollovers": 0, "hw_slowdown": False,
+        "power_brake": False}
+    [h200] = conditions(H200_Q)
+    assert (h200["reset_required"], h200["recovery_action"], h200["pcie_replays"], h200["power_brake"]) == (
+        None, None, 0, False)
+
+
+def test_a_healthy_report_is_quiet_and_replays_are_a_note():
+    facts = {**healthy_h200(), NvidiaGpuConditions: conditions(H100_Q)}
+    diagnosis = diagnose(FactHost(facts), specs())
+    assert diagnosis.findings == [] and any("7 PCIe replays since its reset" in note for note in diagnosis.notes)
+
+
+@pytest.mark.parametrize(("change", "severity", "action"), [
+    ({"recovery_action": "GPU Reset Required"}, "critical", "reset GPU"),
+    ({"reset_required": True}, "critical", "reset GPU"),
+    ({"recovery_action": "Node Reboot Required"}, "critical", "reboot"),
+    ({"drain_and_reset_recommended": True}, "warning", "drain, then reset GPU"),
+    ({"recovery_action": "Drain and Reset"}, "warning", "drain, then reset GPU"),
+])
+def test_the_drivers_own_recovery_action_is_followed(change, severity, action):
+    report = conditions(H100_Q)
+    report[3] = {**report[3], **change}
+    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaGpuConditions: report}), specs())
+    assert runbooks_named(diagnosis) == ["gpu-xid-error"]
+    finding = diagnosis.findings[0]
+    assert (finding.severity, finding.action, finding.variables) == (severity, action, {"GPU": "3"})
+
+
+def test_the_lab_power_brake_shows_where_the_real_report_does_and_names_its_runbook(tmp_path, capsys):
+    from k3ops_lab.sim import nvidia_smi
+
+    from ..lab.fake_host import nvidia_host, run
+
+    host, _ = nvidia_host(tmp_path, faults={"power_brake": [3]})
+    status, out, _ = run(nvidia_smi, capsys, host, "-q")
+    assert status == 0
+    braked = NvidiaGpuConditions().process(out.splitlines())
+    assert [gpu["power_brake"] for gpu in braked] == [index == 3 for index in range(8)]
+    assert braked[3]["hw_slowdown"] is True
+    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaGpuConditions: braked}), specs())
+    assert runbooks_named(diagnosis) == ["gpu-power-brake"] and diagnosis.findings[0].variables == {"GPU": "3"}
+
+
+def test_an_nvlink5_xid_is_judged_by_the_drivers_own_fatal_or_nonfatal():
+    """The catalogue's WORKFLOW_NVLINK5_ERR decodes the line; the driver prints the verdict in it."""
+    lines = events("kernel-xid/kmsg_nvlink5-xid-149-145_gb200-style-lines.txt")
+    diagnosis = diagnose(FactHost({**healthy_h200(), KernelXidEvents: lines}), specs("b300x8"))
+    assert runbooks_named(diagnosis) == ["nvlink-errors"]
+    assert (diagnosis.findings[0].severity, diagnosis.findings[0].action) == ("critical", "reset GPU")
+    nonfatal = [event for event in lines if "Nonfatal" in event["message"]]
+    diagnosis = diagnose(FactHost({**healthy_h200(), KernelXidEvents: nonfatal}), specs("b300x8"))
+    assert diagnosis.findings == [] and any("Xid 145" in note for note in diagnosis.notes)

@@ -77,10 +77,12 @@ def driver_logs_xid(gpu: int, xid: int, message: str) -> str:
 
 
 def load_staged_module(module: str) -> str:
-    """The kernel running the module the installed package staged again (what a reboot would load)."""
+    """The kernel running the module the installed package staged again (what a reboot would load); nothing
+    when it runs that one already (a remedy's reboot loaded it: a reload now would be a second load)."""
     staged = f"/{KERNEL_MODULE_STAGING}/{module}"
+    loaded = f"/sys/module/{module}/version"
     return shlex.join(["python3", "-c", f"import json; v = json.load(open({staged!r}))['version']; "
-                                        f"open('/sys/module/{module}/version', 'w').write(v + '\\n')"])
+                                        f"open({loaded!r}).read().strip() == v or open({loaded!r}, 'w').write(v + '\\n')"])
 
 
 GPU_OFF_THE_BUS = edit_hardware(f"h['gpus'][{FAULTY_GPU}]['fallen_off_bus'] = True")
@@ -143,6 +145,10 @@ FAULTS = {fault.name: fault for fault in (
              (edit_hardware(f"h.setdefault('faults', {{}})['nvlink_down_links'] = {{'{FAULTY_GPU}': [0, 1]}}"),),
              (edit_hardware("h.setdefault('faults', {}).pop('nvlink_down_links', None)"),), vendor="nvidia",
              nvswitch=True),
+    LabFault("power-brake", f"the chassis asserts GPU {FAULTY_GPU}'s power brake (a power supply lost): the board "
+             "slows its clocks", "gpu-power-brake",
+             (edit_hardware(f"h.setdefault('faults', {{}})['power_brake'] = [{FAULTY_GPU}]"),),
+             (edit_hardware("h.setdefault('faults', {}).pop('power_brake', None)"),), vendor="nvidia"),
     LabFault("fabric-manager-crash", "nvidia-fabricmanager killed (SIGKILL)", "fabric-manager-down",
              (kill_daemon(f"{FABRIC_MANAGER}.service"),), (f"systemctl restart {FABRIC_MANAGER}.service",),
              vendor="nvidia", nvswitch=True, settled=f"systemctl is-failed --quiet {FABRIC_MANAGER}.service"),

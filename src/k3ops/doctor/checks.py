@@ -22,7 +22,7 @@ from ..facts.boot import SecureBoot
 from ..facts.checkpoint import ModelCheckpoints
 from ..facts.engine import EngineState
 from ..facts.fabric_check import LastFabricCheck
-from ..facts.gpu_health import NvidiaMemoryErrors, NvlinkLinks
+from ..facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors, NvlinkLinks
 from ..facts.journal import UnitJournal
 from ..facts.kernel_log import KernelDriverMismatch, KernelXidEvents
 from ..facts.maintenance import MaintenanceMarker
@@ -158,7 +158,7 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
     gpu_by_pci = {gpu["bus_id"].lower()[4:-2]: gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     for event in events:
         line = xid_line(event)
-        entry = xids.classify(event["caused_by"] or event["xid"])
+        entry = xids.nvlink5_verdict(xids.classify(event["caused_by"] or event["xid"]), event["message"])
         if event["xid"] == xids.SYMPATHETIC_XID and not event["caused_by"]:
             others = sorted({other["xid"] for other in events if other["pci"] == event["pci"]
                              and other["xid"] != xids.SYMPATHETIC_XID})
@@ -250,6 +250,35 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
                 "gpu-memory-errors", "warning", "drain, then reset GPU",
                 f"{where}: a row remap is pending: it takes effect at the GPU's next reset, after a drain",
                 [f"{where}: Remapped Rows Pending: Yes"], variables))
+    return result
+
+
+def gpu_conditions(host, specs: HostSpecs) -> CheckResult:
+    """What the driver says each GPU needs (its recovery action, the state an Xid 154 announces, and its reset
+    status), and the board slowing its clocks on the system's power brake. PCIe replays are a note: nobody
+    publishes a count that is too many in one reading; DCGM's health watch judges their rate."""
+    result = CheckResult()
+    index_by_bus = {gpu["bus_id"].lower(): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
+    for gpu in host.get_fact(NvidiaGpuConditions):
+        index = index_by_bus.get(gpu["bus_id"].lower(), gpu["gpu"])
+        where, variables = f"GPU {index} ({gpu['bus_id']})", {"GPU": str(index)}
+        said = [line for line in (
+            gpu["recovery_action"] and f"{where}: GPU Recovery Action: {gpu['recovery_action']}",
+            gpu["reset_required"] and f"{where}: GPU Reset Status: Reset Required: Yes",
+            gpu["drain_and_reset_recommended"] and f"{where}: GPU Reset Status: Drain and Reset Recommended: Yes")
+            if line]
+        if said:
+            severity, action = xids.recovery(gpu["recovery_action"], bool(gpu["reset_required"]))
+            result.findings.append(Finding("gpu-xid-error", severity, action,
+                                           f"{where}: the driver asks for {action}", said, variables))
+        if gpu["power_brake"]:
+            result.findings.append(Finding(
+                "gpu-power-brake", "warning", "drain and inspect hardware",
+                f"{where}: the system holds its power brake: the board slows the GPU's clocks",
+                [f"{where}: Clocks Event Reasons: HW Slowdown: Active, HW Power Brake Slowdown: Active"], variables))
+        if gpu["pcie_replays"] or gpu["pcie_replay_rollovers"]:
+            result.notes.append(f"{where}: {gpu['pcie_replays']} PCIe replays since its reset "
+                                f"({gpu['pcie_replay_rollovers']} rollovers of the counter)")
     return result
 
 
@@ -551,6 +580,7 @@ CHECKS = (
     DoctorCheck("kernel-xid", kernel_xids, _nvidia),
     DoctorCheck("gpu-count", gpu_count, _gpus, needs_driver=True),
     DoctorCheck("gpu-memory", gpu_memory, _nvidia, needs_driver=True),
+    DoctorCheck("gpu-conditions", gpu_conditions, _nvidia, needs_driver=True),
     DoctorCheck("nvlink", nvlink, _nvidia, needs_driver=True),
     DoctorCheck("nvidia-services", nvidia_services, _nvidia, needs_driver=True),
     DoctorCheck("xgmi", xgmi, _amd, needs_driver=True),

@@ -127,6 +127,36 @@ def ecc_reset(events: list[dict]) -> Literal["none", "drain", "reset"]:
     return "drain" if any(found["drain"] == "Yes" for found in flags) else "none"
 
 
+# The driver's own word on an NVLink 5 Xid (kernel-xid/kmsg_nvlink5-xid-149-145 capture: "149, NETIR Fatal XC0
+# ...", "145, RLW_RXPIPE Nonfatal XC0 ..."): the decode of its intrinfo the catalogue's WORKFLOW_NVLINK5_ERR asks for.
+NVLINK5_XIDS = range(144, 151)
+NVLINK5_FATAL_REGEX = r"\b(?P<word>Fatal|Nonfatal)\b"
+
+
+def nvlink5_verdict(entry: XidEntry, message: str) -> XidEntry:
+    """An NVLink 5 Xid as its line decodes it: Fatal needs the GPU reset (the catalogue's RESET_GPU for a fatal
+    decode), Nonfatal needs nothing but watching; a line that says neither stays the catalogue's workflow."""
+    found = re.search(NVLINK5_FATAL_REGEX, message) if entry.code in NVLINK5_XIDS else None
+    if not found:
+        return entry
+    if found["word"] == "Fatal":
+        return replace(entry, severity="critical", action="reset GPU", source=f"{entry.source}; the line: Fatal")
+    return replace(entry, severity="info", action="none", source=f"{entry.source}; the line: Nonfatal")
+
+
+def recovery(action: str | None, reset_required: bool) -> tuple[Severity, Action]:
+    """What the driver's own recovery action for a GPU means (nvidia-smi's "GPU Recovery Action", the state Xid
+    154 announces, and its "GPU Reset Status"): NVML's GPU_RESET, NODE_REBOOT, DRAIN_P2P and DRAIN_AND_RESET,
+    as printed ("GPU Reset Required", "Node Reboot Required", "Drain and Reset", ...). A drain comes first
+    where the driver asks for one; otherwise it asks for the reset or reboot now."""
+    words = (action or "").lower()
+    if "reboot" in words:
+        return "critical", "reboot"
+    if "drain" in words or not (reset_required or "reset" in words):
+        return "warning", "drain, then reset GPU"
+    return "critical", "reset GPU"
+
+
 def classify(xid: int) -> XidEntry:
     """The catalogue's entry for an Xid code, or ``UNKNOWN_XID`` (with that code) for one it does not know."""
     return XID_CATALOGUE.get(xid) or replace(UNKNOWN_XID, code=xid)

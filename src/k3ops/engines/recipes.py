@@ -79,7 +79,8 @@ RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
               ("--gpu-memory-utilization", "0.92"), ("--enable-prefix-caching", None), ("--max-model-len", "32768"),
               *K3_TOOLS),
         worker_args=(("--headless", None),),
-        source="TP8 within each HGX H200, PP2 across two hosts (16x 141 GB for ~600 GB of MXFP4 weights)"),
+        source="TP8 within each HGX H200, PP2 across two hosts (16x 141 GB for the pinned revision's weights, "
+               "whose size `k3ops model status` shows)"),
     Recipe(
         name="vllm-mi355x8", engine="vllm", profiles=("mi355x8",), program=(), image="rocm/vllm:kimi-k3",
         args=(*VLLM_SERVE, ("--tensor-parallel-size", "8"), ("--gpu-memory-utilization", "0.95"),

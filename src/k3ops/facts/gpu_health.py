@@ -1,4 +1,5 @@
-"""Facts about the health of the NVIDIA GPUs' memory and NVLinks, read from nvidia-smi."""
+"""Facts about the health of the NVIDIA GPUs' memory, NVLinks, reset state, PCIe link and clocks, read from
+nvidia-smi."""
 
 from __future__ import annotations
 
@@ -100,6 +101,71 @@ class NvidiaMemoryErrors(FactBase[list[dict]]):
                 "remapped_correctable": _count(fields.get((REMAPPED_ROWS, "Correctable Error"))),
                 "ecc_volatile_uncorrectable": _uncorrectable(fields, "Volatile"),
                 "ecc_aggregate_uncorrectable": _uncorrectable(fields, "Aggregate"),
+            }
+            for index, (bus_id, fields) in enumerate(_gpu_fields(output))
+        ]
+
+
+# What the driver says a GPU needs (R550+: "GPU Recovery Action", the state Xid 154 announces; the 565 driver
+# also prints a "GPU Reset Status" block), its PCIe link's replays (a link retrying packets: "Replays Since Reset",
+# under "PCI"), and the hardware's own clock slowdowns, under "Clocks Event Reasons" (R535+; "Clocks Throttle
+# Reasons" before): nvidia-smi-q/h100-sxm-x8_565.57.01 and h200-x1_590.48.01 captures.
+RESET_STATUS = "GPU Reset Status"
+RECOVERY_ACTION = ("GPU Recovery Action",)
+CLOCK_REASON_BLOCKS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+ACTIVE = {"Active": True, "Not Active": False}
+NO_ACTION = ("None", "N/A")
+
+
+def _clock_reason(fields: dict[tuple[str, ...], str], label: str) -> bool | None:
+    return next((ACTIVE[fields[(block, label)]] for block in CLOCK_REASON_BLOCKS
+                 if fields.get((block, label)) in ACTIVE), None)
+
+
+class NvidiaGpuConditions(FactBase[list[dict]]):
+    """
+    Returns what each GPU's driver says of it beyond its memory, in nvidia-smi's order; ``None`` where the
+    driver prints no such line (older drivers, N/A):
+
+    .. code:: python
+
+        [
+            {
+                "gpu": 0,
+                "bus_id": "00000000:18:00.0",
+                "recovery_action": None,             # "GPU Reset", "Node Reboot", "Drain and Reset", ... as printed
+                "reset_required": False,             # GPU Reset Status
+                "drain_and_reset_recommended": False,
+                "pcie_replays": 7,                   # since the last reset, and the counter's rollovers
+                "pcie_replay_rollovers": 0,
+                "hw_slowdown": False,                # the board slowed the clocks (HW Slowdown)
+                "power_brake": False,                # ... because the system asserted its power brake
+            },
+        ]
+    """
+
+    # nvidia-smi exits non-zero when the driver is not usable: no GPU to report (NvidiaDriverState says why).
+    command = "nvidia-smi -q || true"
+
+    @override
+    def requires_command(self) -> str:
+        return "nvidia-smi"
+
+    default = list
+
+    @override
+    def process(self, output):
+        return [
+            {
+                "gpu": index,
+                "bus_id": bus_id,
+                "recovery_action": None if fields.get(RECOVERY_ACTION, "N/A") in NO_ACTION else fields[RECOVERY_ACTION],
+                "reset_required": FLAGS.get(fields.get((RESET_STATUS, "Reset Required"))),
+                "drain_and_reset_recommended": FLAGS.get(fields.get((RESET_STATUS, "Drain and Reset Recommended"))),
+                "pcie_replays": _count(fields.get(("PCI", "Replays Since Reset"))),
+                "pcie_replay_rollovers": _count(fields.get(("PCI", "Replay Number Rollovers"))),
+                "hw_slowdown": _clock_reason(fields, "HW Slowdown"),
+                "power_brake": _clock_reason(fields, "HW Power Brake Slowdown"),
             }
             for index, (bus_id, fields) in enumerate(_gpu_fields(output))
         ]

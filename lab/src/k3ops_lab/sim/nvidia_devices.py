@@ -11,6 +11,8 @@ would on real hardware):
   "remapped_rows": {"3": 1}             rows remapped on GPU 3 earlier, recorded in its InfoROM (kept for good)
   "row_remap_failure": [3]              a row remap failed on GPU 3 (kept for good: an RMA criterion)
   "nvlink_down_links": {"3": [0, 1]}    NVLinks 0 and 1 of GPU 3 are down (until the next boot)
+  "power_brake": [3]                    the system asserts GPU 3's power brake (a PSU fault, the BMC's power
+                                        capping): the board slows its clocks until the signal drops
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class NvidiaGpu:
     hardware_index: int  # the GPU's index in hardware.json, which faults use (NVML's index skips lost GPUs)
     remapped_rows: int = 0  # active remaps in the InfoROM, besides a pending one
     row_remap_failure: bool = False
+    power_brake: bool = False
 
     @property
     def architecture(self) -> ArchitectureFacts:
@@ -215,6 +218,7 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
     remapped = faults.get("remapped_rows", {})
     failed = set(faults.get("row_remap_failure", []))
     down_links = faults.get("nvlink_down_links", {})
+    braked = set(faults.get("power_brake", []))
     return [
         NvidiaGpu(
             index=index, name=model["name"], uuid=gpu["uuid"], serial=gpu["serial"],
@@ -225,6 +229,7 @@ def nvidia_gpus(host: SimHost) -> list[NvidiaGpu]:
             hardware_index=gpu["index"],
             remapped_rows=int(remapped.get(str(gpu["index"]), 0)),
             row_remap_failure=gpu["index"] in failed,
+            power_brake=gpu["index"] in braked,
         )
         for index, gpu in enumerate(sorted(host.visible_gpus(), key=lambda gpu: gpu["pci_bus_id"]))
     ]

@@ -93,6 +93,11 @@ def block(label: str, *children: Item) -> Item:
     return Item(label, None, children)
 
 
+def active(flag: bool) -> str:
+    """A clock event reason's state, as `-q` prints it."""
+    return "Active" if flag else "Not Active"
+
+
 def values(**pairs) -> tuple[Item, ...]:
     """Items from keyword arguments, underscores standing for spaces: values(Host_ID=1)."""
     return tuple(Item(label.replace("_", " "), str(value)) for label, value in pairs.items())
@@ -295,8 +300,8 @@ def _gpu_report(hardware: dict, driver: str, persistence: bool, registration: tu
             Item("Idle", "Active"),
             Item("Applications Clocks Setting", "Not Active"),
             Item("SW Power Cap", "Not Active"),
-            Item("HW Slowdown", "Not Active", (Item("HW Thermal Slowdown", "Not Active"),
-                                               Item("HW Power Brake Slowdown", "Not Active"))),
+            Item("HW Slowdown", active(gpu.power_brake), (Item("HW Thermal Slowdown", "Not Active"),
+                                                           Item("HW Power Brake Slowdown", active(gpu.power_brake)))),
             Item("Sync Boost", "Not Active"),
             Item("SW Thermal Slowdown", "Not Active"),
             Item("Display Clock Setting", "Not Active"),
