@@ -53,9 +53,12 @@ XID_CATALOGUE = {entry.code: entry for entry in (
              "application", "warning", "none", f"{CATALOGUE}; RESTART_APP, CHECK_APP/CUDA"),
     XidEntry(46, "GPU stopped processing (GPU timeout)",
              "driver", "critical", "reset GPU", f"{CATALOGUE}; RESET_GPU"),
-    XidEntry(61, "Internal micro-controller (PMU) breakpoint",
-             "driver", "warning", "drain and inspect hardware", f"{CATALOGUE}; CONTACT_SUPPORT"),
-    XidEntry(62, "Internal micro-controller (PMU) halt",
+    # PMU_BREAKPOINT: the Ampere-and-later catalogue lists it "Unused" (older drivers' micro-controller
+    # breakpoint/warning; newer ones report a halted micro-controller as Xid 62): seen on such a GPU, an escalation.
+    XidEntry(61, "PMU breakpoint: unused by drivers for Ampere and later (older drivers' micro-controller "
+                 "breakpoint; newer ones report a halt as Xid 62)",
+             "driver", "warning", "drain and inspect hardware", f"{CATALOGUE}; Unused; CONTACT_SUPPORT"),
+    XidEntry(62, "Internal micro-controller (PMU) halt (newer drivers)",
              "driver", "critical", "reset GPU", f"{CATALOGUE}; RESET_GPU, then CONTACT_SUPPORT"),
     XidEntry(109, "Context switch timeout",
              "driver", "critical", "reset GPU", f"{CATALOGUE}; RESET_GPU"),

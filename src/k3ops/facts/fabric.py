@@ -8,7 +8,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
-from .util import PCI_BUS_ID_REGEX
+from .util import PCI_BUS_ID_REGEX, NvidiaSmiFact
 
 # `ibstat`: "CA 'mlx5_0'", then per port "\tPort 1:" and its "\t\tState: Active" lines.
 IBSTAT_CA_REGEX = r"^CA '(?P<device>[^']+)'$"
@@ -97,7 +97,7 @@ class InfinibandActiveMtu(FactBase[dict[str, int]]):
         return mtus
 
 
-class NvidiaFabricState(FactBase[list[dict]]):
+class NvidiaFabricState(NvidiaSmiFact):
     """
     Returns each GPU's NVLink fabric registration from `nvidia-smi -q` ("N/A" where the GPU has no
     fabric to join, ``None`` where the driver prints no Fabric block):
@@ -107,14 +107,8 @@ class NvidiaFabricState(FactBase[list[dict]]):
         [{"gpu": "00000000:18:00.0", "state": "Completed", "status": "Success"}]
     """
 
-    # nvidia-smi exits non-zero when the driver is not usable: no GPU to report (NvidiaDriverState says why).
     command = "nvidia-smi -q 2>/dev/null || true"
 
-    @override
-    def requires_command(self) -> str:
-        return "nvidia-smi"
-
-    default = list
 
     @override
     def process(self, output):

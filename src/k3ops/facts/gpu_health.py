@@ -9,6 +9,7 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from .fabric import Q_GPU_REGEX
+from .util import NvidiaSmiFact
 
 # A `nvidia-smi -q` line under a GPU heading: a block's label, or a label, padding, ": " and its value, four
 # spaces deeper per level ("    Remapped Rows", "        Pending                           : No").
@@ -59,7 +60,7 @@ def _uncorrectable(fields: dict[tuple[str, ...], str], counter: str) -> int | No
     return sum(counts) if counts else None
 
 
-class NvidiaMemoryErrors(FactBase[list[dict]]):
+class NvidiaMemoryErrors(NvidiaSmiFact):
     """
     Returns each GPU's row remapping and uncorrectable ECC error counts, in nvidia-smi's order; ``None``
     where the GPU says N/A or prints no such line (no row remapping before Ampere, ECC off):
@@ -80,14 +81,8 @@ class NvidiaMemoryErrors(FactBase[list[dict]]):
         ]
     """
 
-    # nvidia-smi exits non-zero when the driver is not usable: no GPU to report (NvidiaDriverState says why).
     command = "nvidia-smi -q -d ROW_REMAPPER,ECC || true"
 
-    @override
-    def requires_command(self) -> str:
-        return "nvidia-smi"
-
-    default = list
 
     @override
     def process(self, output):
@@ -122,7 +117,7 @@ def _clock_reason(fields: dict[tuple[str, ...], str], label: str) -> bool | None
                  if fields.get((block, label)) in ACTIVE), None)
 
 
-class NvidiaGpuConditions(FactBase[list[dict]]):
+class NvidiaGpuConditions(NvidiaSmiFact):
     """
     Returns what each GPU's driver says of it beyond its memory, in nvidia-smi's order; ``None`` where the
     driver prints no such line (older drivers, N/A):
@@ -144,14 +139,8 @@ class NvidiaGpuConditions(FactBase[list[dict]]):
         ]
     """
 
-    # nvidia-smi exits non-zero when the driver is not usable: no GPU to report (NvidiaDriverState says why).
     command = "nvidia-smi -q || true"
 
-    @override
-    def requires_command(self) -> str:
-        return "nvidia-smi"
-
-    default = list
 
     @override
     def process(self, output):

@@ -9,7 +9,7 @@ from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
 from ..vendor_units import FABRIC_MANAGER
-from .util import pci_bus_ids, pci_functions_command
+from .util import NvidiaSmiFact, pci_bus_ids, pci_functions_command
 
 GPU_QUERY_FIELDS = "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode"
 # One row of `--query-gpu=GPU_QUERY_FIELDS --format=csv,noheader,nounits`.
@@ -35,7 +35,7 @@ FABRICMANAGER_PACKAGE_REGEX = r"^\wi\S?\s+nvidia-fabricmanager(?:-\d+)? (?:\d+:)
 CDI_DEVICE_REGEX = r"^[\w.-]+/[\w.-]+=\S+$"
 
 
-class NvidiaGpus(FactBase[list[dict]]):
+class NvidiaGpus(NvidiaSmiFact):
     """
     Returns the GPUs nvidia-smi sees, or an empty list when it sees none (see ``NvidiaDriverState``):
 
@@ -54,14 +54,8 @@ class NvidiaGpus(FactBase[list[dict]]):
         ]
     """
 
-    # nvidia-smi exits non-zero when the driver is not usable; that is a state, not a failed host.
     command = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv,noheader,nounits || true"
 
-    @override
-    def requires_command(self) -> str:
-        return "nvidia-smi"
-
-    default = list
 
     @override
     def process(self, output):

@@ -5,12 +5,26 @@ from __future__ import annotations
 import json
 import re
 
+from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
+from typing_extensions import override
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 PCI_BUS_ID_REGEX = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 # The kernel splits its command line at spaces outside double quotes (lib/cmdline.c, next_arg).
 KERNEL_WORD_REGEX = r'(?:[^\s"]|"[^"]*")+'
+
+
+class NvidiaSmiFact(FactBase[list[dict]]):
+    """A fact that lists what nvidia-smi reports of each GPU. nvidia-smi exits non-zero when the driver is not
+    usable, which is a state and not a failed host: the list is empty then (NvidiaDriverState says why), and on a
+    host without nvidia-smi."""
+
+    @override
+    def requires_command(self, *args, **kwargs) -> str:
+        return "nvidia-smi"
+
+    default = list
 
 
 def first_line(output: list[str]) -> str | None:

@@ -134,3 +134,13 @@ def test_driver_version_section_and_json(tmp_path, capsys):
 def test_without_amdgpu_it_logs_an_error_and_exits_zero(tmp_path, capsys, args):
     host, _ = amd_host(tmp_path, amdgpu="")
     assert run(rocm_smi, capsys, host, *args) == (0, "", "ERROR:root:Driver not initialized (amdgpu not found in modules)\n")
+
+
+def test_the_loglevel_rocms_cluster_validation_suite_passes_changes_no_report(tmp_path, capsys):
+    """ROCm CVS runs `rocm-smi --loglevel error ...`: the program's own logging, not what it reports."""
+    host, _ = amd_host(tmp_path)
+    for args in ((), ("--showbus",), ("--showbus", "--json")):
+        status, plain, _ = run(rocm_smi, capsys, host, *args)
+        assert (status, run(rocm_smi, capsys, host, "--loglevel", "error", *args)) == (0, (0, plain, ""))
+    with pytest.raises(SystemExit):
+        rocm_smi.main(["--loglevel", "loud"], host)

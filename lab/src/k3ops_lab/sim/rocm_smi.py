@@ -41,7 +41,7 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
         print(DRIVER_NOT_INITIALIZED, file=sys.stderr)
         return 0
     gpus = amd_gpus(host)
-    if not argv or argv == ["--json"]:
+    if not (args.showdriverversion or args.showbus or args.showproductname):  # only --json or --loglevel
         return _concise(gpus, args.json)
     output = Output(args.json, gpus)
     output.line("\n")
@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--showbus", action="store_true", help="Show PCI bus number")
     parser.add_argument("--showproductname", action="store_true", help="Show product details")
     parser.add_argument("--json", action="store_true", help="Print output in JSON format")
+    # rocm_smi.py's own logging level (ROCm's cluster validation suite passes `--loglevel error`): what the
+    # program logs of itself, never the report.
+    parser.add_argument("--loglevel", metavar="LEVEL", choices=("debug", "info", "warning", "error", "critical"),
+                        help="How much output will be printed for what program is doing, one of "
+                             "debug/info/warning/error/critical")
     return parser
 
 
