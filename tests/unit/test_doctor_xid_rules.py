@@ -4,6 +4,8 @@ error needs no reset, NV_WARN_NOTHING_TO_DO is no restart, and HGX Hopper's fabr
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from k3ops.doctor.diagnose import diagnose
@@ -13,9 +15,10 @@ from k3ops.facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors
 from k3ops.facts.journal import UnitJournal
 from k3ops.facts.kernel_log import KernelXidEvents
 from k3ops.facts.nvidia import FabricManager, NvidiaGpus
+from k3ops.facts.units import UnitStates
 
 from ..conftest import real_output
-from .test_doctor import FactHost, healthy_h200, runbooks_named, specs
+from .test_doctor import FactHost, healthy_h200, runbooks_named, specs, unit
 
 CONTAINED = "kernel-xid/dmesg-iso_xid-48-63-94-contained-rst-flags_burst-94-python3.10.txt"
 CAUSED_BY = "kernel-xid/xid-45_caused-by-previous-xid-149-145_nvlink5_590.48.01.txt"
@@ -66,18 +69,35 @@ def test_a_sympathetic_xid_45_follows_the_xid_it_names():
     assert sum("caused by previous Xid" in line for line in finding.evidence) == 7
 
 
-def test_xid_45_alone_is_the_catalogues_fabric_manager_restart_where_one_runs_and_a_note_elsewhere():
+def test_xid_45_alone_is_the_catalogues_fabric_manager_restart_when_fabric_manager_stopped_around_it():
+    """Alone, NVIDIA ties Xid 45 to fabric manager stopping (solo RESTART_FM); fabric manager's unit says whether it
+    did. Up since before the Xid, or no fabric manager at all: a process killed with work on the GPU, a note."""
     plain = events(PLAIN_45)
-    assert [(event["xid"], event["caused_by"]) for event in plain] == [(45, None)]
+    assert [(event["xid"], event["caused_by"], event["time"]) for event in plain] == [
+        (45, None, "2024-10-12T18:35:32")]
+    xid_at = datetime(2024, 10, 12, 18, 35, 32, tzinfo=timezone.utc).timestamp()
+
+    def fabric_manager(**state):
+        """UnitStates with fabric manager in `state` and every other unit running."""
+        return lambda units: {name: {**unit(), **(state if name == "nvidia-fabricmanager.service" else {})}
+                              for name in units}
+
     facts = {**healthy_h200(), KernelXidEvents: plain}
-    diagnosis = diagnose(FactHost(facts), specs())  # an HGX H200: NVSwitches, fabric manager
-    assert runbooks_named(diagnosis) == ["fabric-manager-down"]
-    assert (diagnosis.findings[0].severity, diagnosis.findings[0].action) == ("warning", "restart fabric manager")
+    for state, finding in (({"entered": int(xid_at) - 3600}, False), ({"entered": int(xid_at) + 60}, True),
+                           ({"active": "failed", "sub": "failed"}, True)):
+        diagnosis = diagnose(FactHost({**facts, UnitStates: fabric_manager(**state)}), specs())  # an HGX H200
+        if finding:
+            assert runbooks_named(diagnosis) == ["fabric-manager-down"], state
+            assert (diagnosis.findings[0].severity, diagnosis.findings[0].action) == ("warning",
+                                                                                      "restart fabric manager")
+        else:
+            assert diagnosis.findings == [] and any("has run since before it" in note for note in diagnosis.notes)
     diagnosis = diagnose(FactHost(facts), specs(fabric_manager="off"))
-    assert diagnosis.findings == [] and any("Xid 45" in note for note in diagnosis.notes)
+    assert diagnosis.findings == [] and any("no fabric manager here" in note for note in diagnosis.notes)
     beside = {**facts, KernelXidEvents: [*plain, {**plain[0], "xid": 13, "message": "Graphics Exception"}]}
-    diagnosis = diagnose(FactHost(beside), specs())
-    assert diagnosis.findings == [] and any("it follows Xid 13 on this GPU" in note for note in diagnosis.notes)
+    diagnosis = diagnose(FactHost({**beside, UnitStates: fabric_manager(active="failed")}), specs())
+    assert any("it follows Xid 13 on this GPU" in note for note in diagnosis.notes)
+    assert "fabric-manager-down" not in [finding.runbook for finding in diagnosis.findings if finding.check == "kernel-xid"]
 
 
 def test_a_contained_uncorrectable_error_needs_no_reset_and_one_the_driver_does_not_explain_does():

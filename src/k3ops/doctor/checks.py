@@ -160,18 +160,9 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
         line = xid_line(event)
         entry = xids.nvlink5_verdict(xids.classify(event["caused_by"] or event["xid"]), event["message"])
         if event["xid"] == xids.SYMPATHETIC_XID and not event["caused_by"]:
-            others = sorted({other["xid"] for other in events if other["pci"] == event["pci"]
-                             and other["xid"] != xids.SYMPATHETIC_XID})
-            if others or not specs.settings.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
-                follows = f"it follows Xid {', '.join(map(str, others))} on this GPU" if others else \
-                    "no fabric manager here: a process's context cleaned up as it died"
-                result.notes.append(f"{line}: {entry.meaning}; {follows}")
-                continue
-            result.findings.append(Finding(
-                "fabric-manager-down", "warning", "restart fabric manager",
-                f"Xid 45 alone on GPU {gpu_by_pci.get(event['pci'].lower(), event['pci'])}: NVIDIA's catalogue "
-                "ties a lone preemptive cleanup to fabric manager stopping", [line, f"catalogue: {entry.source}"],
-                {"UNIT": FABRIC_MANAGER_UNIT}))
+            lone = lone_preemptive_cleanup(host, specs, event, events, line, entry)
+            result.findings += lone.findings
+            result.notes += lone.notes
             continue
         named = f" (named by Xid {event['xid']}: the GPU's own fault)" if event["caused_by"] else ""
         if entry.kind == "application" or entry.severity == "info":
@@ -188,6 +179,43 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
                                        f"Xid {entry.code}: {entry.meaning}{named}", [line, f"catalogue: {entry.source}"],
                                        variables))
     return result
+
+
+def lone_preemptive_cleanup(host, specs: HostSpecs, event: dict, events: list[dict], line: str,
+                            entry: xids.XidEntry) -> CheckResult:
+    """An Xid 45 that names no cause: beside another Xid on its GPU it follows that one; alone, NVIDIA's
+    catalogue ties it to fabric manager stopping (solo RESTART_FM), which the unit's state then confirms: not
+    active, or started after the Xid. With fabric manager up since before it, or none here, it is what it is
+    most days: a process killed while it had work on the GPU (a note)."""
+    gpu = f"PCI {event['pci']}"
+    others = sorted({other["xid"] for other in events if other["pci"] == event["pci"]
+                     and other["xid"] != xids.SYMPATHETIC_XID})
+    if others:
+        return CheckResult(notes=[f"{line}: {entry.meaning}; it follows Xid {', '.join(map(str, others))} on this GPU"])
+    if not specs.settings.gpu.fabric_manager_wanted(bool(host.get_fact(NvSwitches))):
+        return CheckResult(notes=[f"{line}: {entry.meaning}; no fabric manager here: a process's context cleaned up "
+                                  "as it died"])
+    unit = host.get_fact(UnitStates, units=[FABRIC_MANAGER_UNIT]).get(FABRIC_MANAGER_UNIT, {})
+    since = event_seconds(event)
+    if unit.get("active") == "active" and (since is None or (unit.get("entered") or 0) <= since):
+        return CheckResult(notes=[f"{line}: {entry.meaning}; alone, but {FABRIC_MANAGER_UNIT} has run since before "
+                                  "it: a process killed while it had work on the GPU"])
+    return CheckResult([Finding(
+        "fabric-manager-down", "warning", "restart fabric manager",
+        f"Xid 45 alone on {gpu} and {FABRIC_MANAGER_UNIT} {unit.get('active', 'missing')}"
+        + (" (started after it)" if unit.get("active") == "active" else "")
+        + ": NVIDIA's catalogue ties a lone preemptive cleanup to fabric manager stopping",
+        [line, f"{FABRIC_MANAGER_UNIT}: {unit_line(unit)}", f"catalogue: {entry.source}"],
+        {"UNIT": FABRIC_MANAGER_UNIT})])
+
+
+def event_seconds(event: dict) -> float | None:
+    """An Xid event's time as Unix seconds (a log time without a zone read as UTC); None when the log gave none."""
+    try:
+        when = datetime.fromisoformat(event["time"])
+    except (TypeError, ValueError):
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def xid_line(event: dict) -> str:
