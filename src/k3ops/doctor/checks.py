@@ -155,7 +155,7 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
     sympathetic Xid 45 follows the Xid it names, or another on its GPU; alone, the catalogue's solo resolution."""
     events = host.get_fact(KernelXidEvents, since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
     result = CheckResult()
-    gpu_by_pci = {gpu["bus_id"].lower()[4:-2]: gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
+    gpu_by_pci = {xid_pci(gpu["bus_id"]): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     for event in events:
         line = xid_line(event)
         entry = xids.nvlink5_verdict(xids.classify(event["caused_by"] or event["xid"]), event["message"])
@@ -230,6 +230,18 @@ def xid_line(event: dict) -> str:
             + (f" (processes: {processes})" if processes else "") + sampled)
 
 
+def xid_pci(bus_id: str) -> str:
+    """nvidia-smi's bus id (00000000:18:00.0) as the driver's Xid lines name the GPU (0000:18:00)."""
+    return bus_id.lower()[4:-2]
+
+
+def gpu_index(host, gpu: dict) -> int:
+    """The index `nvidia-smi -i` takes for a GPU of an `nvidia-smi -q` report (by its bus id: the report's order
+    may differ), or its place in the report."""
+    return next((listed["index"] for listed in host.get_fact(NvidiaGpus)
+                 if listed["bus_id"].lower() == gpu["bus_id"].lower()), gpu["gpu"])
+
+
 def gpu_count(host, specs: HostSpecs) -> CheckResult:
     check = prechecks.gpus_visible(host, specs.settings.gpu)
     if check.passed:
@@ -244,10 +256,9 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
     unless the driver contained them (it says so in its Xid 94 line, "RST: No, D-RST: No"); a pending remap
     waits for the next reset, chosen after a drain."""
     result = CheckResult()
-    index_by_bus = {gpu["bus_id"].lower(): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     events = host.get_fact(KernelXidEvents, since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
     for gpu in host.get_fact(NvidiaMemoryErrors):
-        index = index_by_bus.get(gpu["bus_id"].lower(), gpu["gpu"])  # the index `nvidia-smi -i` takes
+        index = gpu_index(host, gpu)
         where = f"GPU {index} ({gpu['bus_id']})"
         variables = {"GPU": str(index)}
         if gpu.get("remap_failure"):
@@ -257,7 +268,7 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
                 [f"{where}: Remapping Failure Occurred: Yes"], variables))
         if (gpu.get("ecc_volatile_uncorrectable") or 0) > 0:
             count = f"{where}: volatile uncorrectable ECC errors: {gpu['ecc_volatile_uncorrectable']}"
-            said = [event for event in events if event["pci"].lower() == gpu["bus_id"].lower()[4:-2]
+            said = [event for event in events if event["pci"].lower() == xid_pci(gpu["bus_id"])
                     and event["xid"] in xids.ECC_XIDS]
             needs = xids.ecc_reset(said)
             lines = [count, *(xid_line(event) for event in said)]
@@ -286,9 +297,8 @@ def gpu_conditions(host, specs: HostSpecs) -> CheckResult:
     status), and the board slowing its clocks on the system's power brake. PCIe replays are a note: nobody
     publishes a count that is too many in one reading; DCGM's health watch judges their rate."""
     result = CheckResult()
-    index_by_bus = {gpu["bus_id"].lower(): gpu["index"] for gpu in host.get_fact(NvidiaGpus)}
     for gpu in host.get_fact(NvidiaGpuConditions):
-        index = index_by_bus.get(gpu["bus_id"].lower(), gpu["gpu"])
+        index = gpu_index(host, gpu)
         where, variables = f"GPU {index} ({gpu['bus_id']})", {"GPU": str(index)}
         said = [line for line in (
             gpu["recovery_action"] and f"{where}: GPU Recovery Action: {gpu['recovery_action']}",
