@@ -16,13 +16,13 @@ SHUTDOWN_SECONDS = UpgradeSpec().upgrade_drain_timeout_seconds  # a host's defau
 
 
 def engine_variables(recipe: str, vendor: str | None = "nvidia", node_rank: int = 0, docker_source: str = "distribution",
-                     **engine) -> dict:
+                     devices: tuple[str, ...] = (), **engine) -> dict:
     """The units' variables for one recipe, as a host with default model and service settings has them."""
     spec = EngineSpec.model_validate({"recipe": recipe, **engine})
     return unit_variables(found=RECIPES[recipe], engine=spec, served_name="kimi-k3", model_dir=MODEL_DIR,
                           cache_path="/srv/k3ops/models", service_user="k3ops", gpu_vendor=vendor,
                           docker_source=docker_source, shutdown_seconds=SHUTDOWN_SECONDS, node_rank=node_rank,
-                          head_address=HEAD_ADDRESS)
+                          head_address=HEAD_ADDRESS, devices=devices)
 
 
 def rendered_watchdog_command() -> str:

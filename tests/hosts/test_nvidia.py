@@ -5,13 +5,14 @@ import pytest
 
 from k3ops.deploys.gpudirect import PEERMEM_MODULE
 from k3ops.deploys.nvidia import container_toolkit_packages, dcgm_packages, driver_packages, package_version
-from k3ops.deploys.nvlink import IMEX_NODES_FILE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package, imex_package
+from k3ops.deploys.nvlink import (IMEX_CHANNEL_UNIT, IMEX_NODES_FILE, NVLINK_SUBNET_MANAGER_PACKAGE, fabric_manager_package,
+                                 imex_package)
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.docker import DockerRuntimes
 from k3ops.facts.kernel import KernelModuleLoaded
 from k3ops.facts.network import RdmaNics
-from k3ops.facts.nvidia import (CdiDevices, FabricManager, NvidiaDriverState, NvidiaGpus, NvidiaKernelModule,
-                                NvidiaUserspaceVersion, NvSwitches)
+from k3ops.facts.nvidia import (IMEX_CHANNEL, CdiDevices, FabricManager, ImexChannel, NvidiaDriverState, NvidiaGpus,
+                                NvidiaKernelModule, NvidiaUserspaceVersion, NvSwitches)
 from k3ops.hardware import kernel_supports_dmabuf
 from k3ops.settings import settings_of
 from k3ops.vendor_units import DCGM, FABRIC_MANAGER, IMEX, PERSISTENCED
@@ -82,6 +83,17 @@ def test_nvlink_domain_trays_run_imex_with_their_domain(host, spec):
     assert host.service(IMEX).is_running and host.service(IMEX).is_enabled
     nodes = host.file(IMEX_NODES_FILE).content_string.split()
     assert settings_of(host.inventory_data).model.address_for_peers(host.inventory_name) in nodes
+
+
+def test_nvlink_domain_trays_have_imex_channel_0(host, spec):
+    """The node multi-node NVLink jobs open: channel 0 of the device the loaded driver registered, open to the
+    engine's user, and its unit enabled so that every boot makes it again."""
+    if not spec.board.nvlink_domain:
+        return
+    channel = host.get_fact(ImexChannel)
+    assert channel["ready"], channel
+    assert host.file(IMEX_CHANNEL).mode == 0o666
+    assert host.service(IMEX_CHANNEL_UNIT).is_enabled
 
 
 def test_gpudirect_rdma_reaches_the_nics(host, spec):

@@ -173,10 +173,14 @@ def test_drift_is_repaired_by_a_rerun(lab):
                       " --allow-change-held-packages nvidia-fabricmanager=580.105.08-1")
     # gpu-03 runs the amdgpu of the release before, as after a deploy killed before its reboot
     k3ops("lab", "fault", "gpu-03", "rocm-mismatch")
+    # gpu-05's IMEX channel made by hand from the wrong line of /proc/devices (nvidia-uvm's major)
+    on_host("gpu-05", "rm /dev/nvidia-caps-imex-channels/channel0 && mknod -m 666 /dev/nvidia-caps-imex-channels/channel0"
+                      " c $(awk '$2 == \"nvidia-uvm\" {print $1}' /proc/devices) 0")
     drifted = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert drifted.returncode != 0
     for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
-                    "test_fabric_manager_runs_at_the_driver_version", "test_amdgpu_driver_is_held_and_loaded"):
+                    "test_fabric_manager_runs_at_the_driver_version", "test_amdgpu_driver_is_held_and_loaded",
+                    "test_nvlink_domain_trays_have_imex_channel_0"):
         assert symptom in drifted.stdout
     boot = on_host("gpu-03", "cat /proc/sys/kernel/random/boot_id").stdout
     changed = changed_operations(deploy())
@@ -241,7 +245,13 @@ def test_peermem_is_loaded_again_after_a_reboot(lab):
     assert on_host("gpu-02", "cat /sys/module/nvidia_peermem/initstate").stdout.strip() == "live"
 
 
-def test_an_nvlink_domain_tray_runs_imex_with_its_nodes(lab):
+def test_an_nvlink_domain_tray_runs_imex_with_its_nodes_and_channel_after_a_reboot(lab):
+    """A reboot removes every node under /dev: the tray comes back with IMEX and channel 0, made from the
+    major this boot's driver registered."""
+    reboot("gpu-05")
     assert on_host("gpu-05", "systemctl is-active nvidia-imex").stdout.strip() == "active"
     assert on_host("gpu-05", "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split() == [
         on_host("gpu-05", "hostname -I").stdout.split()[0]]
+    registered = on_host("gpu-05", "awk '$2 == \"nvidia-caps-imex-channels\" {print $1}' /proc/devices").stdout.strip()
+    node = on_host("gpu-05", "stat -c '%F %t %T %a' /dev/nvidia-caps-imex-channels/channel0").stdout.strip()
+    assert registered and node == f"character special file {int(registered):x} 0 666"

@@ -7,6 +7,7 @@ import shlex
 import pytest
 
 from k3ops.engines.recipes import RECIPES
+from k3ops.facts.nvidia import IMEX_CHANNEL
 from k3ops.onhost.layout import API_KEY_VARIABLES, ENGINE_SECRETS_FILE, SECRETS_DIR
 
 from ..engine_units import (DIGEST, HEAD_ADDRESS, MODEL_DIR, SHUTDOWN_SECONDS, engine_variables as variables,
@@ -68,6 +69,17 @@ def test_the_hosts_docker_supports_every_argument_and_hands_over_the_gpus(recipe
     assert docker_needs(docker) <= DOCKER_VERSIONS[docker_source]
     gpus = {docker[i + 1] for i, word in enumerate(docker) if word in ("--device", "--runtime")}
     assert gpus & {"nvidia.com/gpu=all", "nvidia"} if vendor == "nvidia" else {"/dev/kfd", "/dev/dri"} <= gpus
+
+
+@pytest.mark.parametrize("docker_source", DOCKER_VERSIONS)
+def test_an_nvlink_domain_engine_opens_the_imex_channel_in_its_container(docker_source):
+    """Multi-node NVLink needs IMEX channel 0 inside the container, beside the GPUs, with either Docker."""
+    values = variables("vllm-gb300x4-2node", docker_source=docker_source, image_digest=DIGEST, cluster="gb300-a",
+                       devices=(IMEX_CHANNEL,))
+    docker = unquoted(render("k3ops-engine.service", values)["Service"]["ExecStart"])
+    assert docker_needs(docker) <= DOCKER_VERSIONS[docker_source]
+    image = next(word for word in docker if word.endswith(DIGEST))
+    assert docker[docker.index(IMEX_CHANNEL) - 1] == "--device" and docker.index(IMEX_CHANNEL) < docker.index(image)
 
 
 def test_cdi_devices_are_known_to_need_docker_25():

@@ -118,7 +118,7 @@ FAULTS = {fault.name: fault for fault in (
              "nvml-driver-mismatch", (f"echo {PREVIOUS_NVIDIA_MODULE} > /sys/module/nvidia/version",),
              (load_staged_module("nvidia"),), vendor="nvidia", container_kernel=True),
     LabFault("nvidia-module-unloaded", "the nvidia kernel module is not loaded", "nvidia-driver-not-loaded",
-             ("rm -rf /sys/module/nvidia_peermem /sys/module/nvidia",), ("modprobe nvidia",), vendor="nvidia",
+             ("rm -rf /sys/module/nvidia_peermem /sys/module/nvidia_uvm /sys/module/nvidia",), ("modprobe nvidia",), vendor="nvidia",
              container_kernel=True),
     LabFault("secure-boot-on", "Secure Boot turned on in the firmware: the unsigned module is refused at boot",
              "secure-boot-blocks-driver", (edit_hardware("h['secure_boot'] = True"),),

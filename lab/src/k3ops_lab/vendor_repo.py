@@ -159,10 +159,11 @@ def nvidia_driver_packages(version: str) -> list[Package]:
         *(
             Package(
                 name, full, f"NVIDIA driver {flavour} kernel module (DKMS)", depends="dkms", conflicts=other,
-                # The driver's DKMS build makes nvidia.ko and nvidia-peermem.ko (GPUDirect RDMA) together.
+                # The driver's DKMS build makes nvidia.ko and nvidia-peermem.ko (GPUDirect RDMA) together, and
+                # nvidia-uvm.ko (CUDA's unified memory), which only a container host's boot layer simulates.
                 **dkms_package("nvidia", version, ("nvidia", "nvidia-peermem"), open_source=flavour == "open",
                                staged={module: {"version": version, "flavour": flavour}
-                                       for module in ("nvidia", "nvidia_peermem")}),
+                                       for module in ("nvidia", "nvidia_peermem", "nvidia_uvm")}),
             )
             for name, flavour, other in (
                 ("nvidia-kernel-open-dkms", "open", "nvidia-kernel-dkms"),

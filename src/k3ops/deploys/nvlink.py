@@ -2,7 +2,8 @@
 
 NVSwitch boards need fabric manager at the driver's exact version; NVLink 5 switch trays (Blackwell
 HGX) also need NVIDIA's NVLink subnet manager, which fabric manager starts; GPUs in a multi-node
-NVLink domain share memory across trays only through nvidia-imex, configured with the domain's nodes.
+NVLink domain share memory across trays only through nvidia-imex, configured with the domain's nodes, and
+an IMEX channel that the jobs open.
 """
 
 from __future__ import annotations
@@ -11,18 +12,23 @@ from collections.abc import Callable
 
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import systemd
 
 from ..escape import imex_nodes_file
 from ..facts.memo import remembered
-from ..facts.nvidia import FabricManager, NvSwitches
+from ..facts.nvidia import (IMEX_CHANNEL, IMEX_CHANNEL_DEVICE, IMEX_CHANNEL_DIRECTORY, FabricManager, ImexChannel,
+                            NvSwitches)
+from ..onhost.layout import ENGINE_UNIT
 from ..operations import owned_files, packages, units
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from ..vendor_units import FABRIC_MANAGER, IMEX
-from . import fleet
+from . import fleet, rendered
 
 NVLINK_SUBNET_MANAGER_PACKAGE = "nvlsm"
 IMEX_NODES_FILE = "/etc/nvidia-imex/nodes_config.cfg"
+IMEX_CHANNEL_COMMAND = "/usr/local/sbin/k3ops-imex-channel"
+IMEX_CHANNEL_UNIT = "k3ops-imex-channel.service"
 
 
 def fabric_manager_package(spec: GpuHostSpec) -> str:
@@ -81,8 +87,27 @@ def nvlink_fabric(spec: GpuHostSpec, version: str, fabric_manager: bool, driver_
         units.service(name="Fabric manager off, as data says", unit=FABRIC_MANAGER, running=False,
                       enabled=False)
     if spec.board.nvlink_domain:
+        imex_channel(driver_loaded)
         nodes = owned_files.config_file(name="IMEX: the nodes of this NVLink domain", path=IMEX_NODES_FILE,
                                         content=imex_nodes_file(imex_nodes(spec)))
         units.service(name="Enable IMEX", unit=IMEX, running=True, enabled=True, _if=driver_loaded)
         units.service(name="Restart IMEX on its new version or nodes", unit=IMEX, restarted=True,
                       _if=lambda: (moved.did_change() or nodes.did_change()) and driver_loaded())
+
+
+def imex_channel(driver_loaded: Callable[[], bool]) -> None:
+    """IMEX channel 0, which the driver never makes and a reboot removes (NVIDIA's IMEX guide): made by a unit
+    of k3ops' own at every boot, before IMEX and the engine, and again now when missing or another device's."""
+    command = owned_files.config_file(
+        name=f"Command {IMEX_CHANNEL_COMMAND}", path=IMEX_CHANNEL_COMMAND, mode="755",
+        content=rendered("k3ops/k3ops-imex-channel.j2", device=IMEX_CHANNEL_DEVICE, directory=IMEX_CHANNEL_DIRECTORY,
+                         channel=IMEX_CHANNEL))
+    unit = owned_files.config_file(
+        name=f"Unit {IMEX_CHANNEL_UNIT}", path=f"/etc/systemd/system/{IMEX_CHANNEL_UNIT}",
+        content=rendered(f"systemd/{IMEX_CHANNEL_UNIT}.j2", imex=IMEX, engine=ENGINE_UNIT, command=IMEX_CHANNEL_COMMAND))
+    systemd.daemon_reload(name="Reload systemd for the IMEX channel's unit", _if=unit.did_change)
+    units.service(name="IMEX channel 0, now and at every boot", unit=IMEX_CHANNEL_UNIT, running=True, enabled=True,
+                  _if=driver_loaded)
+    ready = remembered(ImexChannel)["ready"]
+    units.service(name="IMEX channel 0 made again", unit=IMEX_CHANNEL_UNIT, restarted=True,
+                  _if=lambda: (command.did_change() or not ready) and driver_loaded())

@@ -19,6 +19,7 @@ from ..facts.engine import EngineState
 from ..fabric_gate import gate_refusal
 from ..facts.fabric_check import LastFabricCheck
 from ..facts.maintenance import MaintenanceMarker
+from ..facts.nvidia import IMEX_CHANNEL
 from ..maintenance import owner
 from ..onhost import layout
 from ..onhost.layout import ENGINE_SECRETS_FILE, ENGINE_STATE_DIR, ENGINE_UNIT, LLAMA_CPP_DIR
@@ -53,7 +54,7 @@ def serving() -> None:
                             cache_path=model_host.model_cache_path, service_user=spec.service_user,
                             gpu_vendor=spec.gpu_vendor, docker_source=spec.docker_source,
                             shutdown_seconds=settings.upgrade.upgrade_drain_timeout_seconds, node_rank=rank,
-                            head_address=head)
+                            head_address=head, devices=(IMEX_CHANNEL,) if spec.board.nvlink_domain else ())
     urls = engine_urls(engine, rank)
     if found.image:
         image = f"{engine.image or found.image}@{engine.image_digest}"

@@ -58,12 +58,14 @@ def engine_urls(engine, node_rank: int = 0) -> dict[str, str | None]:
 
 
 def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_source: str, model_dir: str,
-               image: str, environment: dict[str, str]) -> list[str]:
-    """`docker run` of the pinned image. The API key is passed by name: the docker client copies it from
-    the environment systemd gave it, so the value is in no argument and no file the client must read."""
+               image: str, environment: dict[str, str], devices: tuple[str, ...] = ()) -> list[str]:
+    """`docker run` of the pinned image, with the host's GPUs and `devices` (an NVLink domain's IMEX channel). The
+    API key is passed by name: the docker client copies it from the environment systemd gave it, so the value
+    is in no argument and no file the client must read."""
     keys = [layout.API_KEY_VARIABLES[found.engine]] if found.engine in layout.API_KEY_VARIABLES else []
     return ["/usr/bin/docker", "run", "--rm", "--name", layout.ENGINE_CONTAINER, "--network", "host", "--ipc", "host",
             "--shm-size", "16g", "--ulimit", "memlock=-1", *GPU_ACCESS.get((gpu_vendor or "", docker_source), ()),
+            *(option for device in devices for option in ("--device", device)),
             *(option for key in keys for option in ("--env", key)),
             "--env", "HF_HUB_OFFLINE=1", "--env", "TRANSFORMERS_OFFLINE=1",
             *(option for key, value in sorted(environment.items()) for option in ("--env", f"{key}={value}")),
@@ -73,7 +75,7 @@ def docker_run(found: Recipe, argv: list[str], gpu_vendor: str | None, docker_so
 
 def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, cache_path: str, service_user: str,
                    gpu_vendor: str | None, docker_source: str, shutdown_seconds: int, node_rank: int = 0,
-                   head_address: str = "") -> dict:
+                   head_address: str = "", devices: tuple[str, ...] = ()) -> dict:
     """Everything the engine and watchdog templates need, from the host's validated specs. `shutdown_seconds`:
     how long a stop lets requests in flight finish (the engine's own graceful shutdown, where it has one),
     with the container's stop and the unit's stop timeout each STOP_MARGIN_SECONDS longer than what it waits on."""
@@ -85,7 +87,7 @@ def unit_variables(*, found: Recipe, engine, served_name: str, model_dir: str, c
     image = f"{engine.image or found.image}@{engine.image_digest}" if found.image else None
     environment = {**found.environment, **engine.environment}
     command = argv if image is None else docker_run(found, argv, gpu_vendor, docker_source, model_dir, image,
-                                                   environment)
+                                                   environment, devices)
     urls = engine_urls(engine, node_rank)
     watchdog = [layout.WATCHDOG_COMMAND, "--url", urls["health_url"],
                 *(["--models-url", urls["models_url"], "--served-name", served_name] if urls["models_url"] else []),

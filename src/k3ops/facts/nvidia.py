@@ -33,6 +33,13 @@ NVSWITCH_PCI_CLASS = "0x0680"
 # `dpkg-query` lines of an installed Fabric Manager: nvidia-fabricmanager (580+) or -<branch> (before).
 FABRICMANAGER_PACKAGE_REGEX = r"^\wi\S?\s+nvidia-fabricmanager(?:-\d+)? (?:\d+:)?(?P<version>[^\s-]+)"
 CDI_DEVICE_REGEX = r"^[\w.-]+/[\w.-]+=\S+$"
+# IMEX channels (NVIDIA's IMEX guide): the driver registers this character device with a dynamic major,
+# and an administrator makes each channel's node beneath IMEX_CHANNEL_DIRECTORY; multi-node NVLink jobs open
+# channel 0.
+IMEX_CHANNEL_DEVICE = "nvidia-caps-imex-channels"
+IMEX_CHANNEL_DIRECTORY = f"/dev/{IMEX_CHANNEL_DEVICE}"
+IMEX_CHANNEL = f"{IMEX_CHANNEL_DIRECTORY}/channel0"
+CHARACTER_DEVICE = "character special file"  # stat's %F
 
 
 class NvidiaGpus(NvidiaSmiFact):
@@ -213,3 +220,38 @@ class CdiDevices(FactBase[list[str]]):
     @override
     def process(self, output):
         return [line.strip() for line in output if re.match(CDI_DEVICE_REGEX, line.strip())]
+
+
+class ImexChannel(FactBase[dict]):
+    """
+    Returns the major number the driver registered for IMEX channels (``None`` when no loaded driver did), the
+    node of channel 0 (``None`` when absent), and whether that node is the registered device's channel 0: a node
+    made with another device's major (nvidia-caps shares the prefix) or another boot's opens nothing.
+
+    .. code:: python
+
+        {"registered_major": 509, "node": {"type": "character special file", "major": 509, "minor": 0},
+         "ready": True}
+    """
+
+    command = (f"awk '$2 == \"{IMEX_CHANNEL_DEVICE}\" {{ print \"registered\", $1 }}' /proc/devices; "
+               f"stat -c 'node %t %T %F' {IMEX_CHANNEL} 2>/dev/null || true")
+
+    @staticmethod
+    def default():
+        return {"registered_major": None, "node": None, "ready": False}
+
+    @override
+    def process(self, output):
+        found = self.default()
+        for line in output:
+            word, _, rest = line.strip().partition(" ")
+            if word == "registered":
+                found["registered_major"] = int(rest)
+            elif word == "node":
+                major, minor, kind = rest.split(" ", 2)
+                found["node"] = {"type": kind, "major": int(major, 16), "minor": int(minor, 16)}
+        node = found["node"]
+        found["ready"] = bool(node) and found["registered_major"] is not None and node == {
+            "type": CHARACTER_DEVICE, "major": found["registered_major"], "minor": 0}
+        return found

@@ -93,14 +93,16 @@ def test_peermem_loads_at_boot_only_when_modules_load_d_names_it(tmp_path):
     assert (tmp_path / "sys/module/nvidia_peermem/initstate").read_text() == "live\n"
 
 
-def test_modprobe_of_peermem_needs_the_nvidia_module_first(tmp_path, capsys):
-    host, _ = bare_host(tmp_path, "h200x8", staged_modules=PEERMEM)
-    assert boot.modprobe_main(["nvidia-peermem"], host) == 1
-    assert "modprobe: ERROR: could not insert 'nvidia_peermem'" in capsys.readouterr().err
+@pytest.mark.parametrize("module", ["nvidia_peermem", "nvidia_uvm"])
+def test_modprobe_of_the_drivers_other_modules_needs_the_nvidia_module_first(tmp_path, capsys, module):
+    host, _ = bare_host(tmp_path, "h200x8", staged_modules={**PEERMEM, module: PEERMEM["nvidia"]})
+    name = module.replace("_", "-")
+    assert boot.modprobe_main([name], host) == 1
+    assert f"modprobe: ERROR: could not insert '{module}'" in capsys.readouterr().err
     boot.load_kernel_modules(host)
-    assert boot.modprobe_main(["nvidia-peermem"], host) == 0
-    assert boot.modprobe_main(["nvidia-peermem"], host) == 0  # loaded already: nothing to do, as kmod
-    assert (tmp_path / "sys/module/nvidia_peermem/version").read_text().strip() == "580.126.09"
+    assert boot.modprobe_main([name], host) == 0
+    assert boot.modprobe_main([name], host) == 0  # loaded already: nothing to do, as kmod
+    assert (tmp_path / f"sys/module/{module}/version").read_text().strip() == "580.126.09"
 
 
 def test_modprobe_without_the_driver_package_finds_no_module(tmp_path, capsys):
@@ -128,8 +130,9 @@ def container_boot(monkeypatch, tmp_path):
     """boot() on a container host (nspawn's marker in /run) without the steps that mount over /proc and probe
     block devices (the lab host's own)."""
     write(tmp_path, boot.CONTAINER_MARKER, "systemd-nspawn\n")
-    for step in ("boot_with_command_line", "simulate_sysctls", "refresh_disk_links", "mount_fstab_block_devices"):
-        monkeypatch.setattr(boot, step, lambda host: None)
+    for step in ("boot_with_command_line", "simulate_sysctls", "simulate_proc_devices", "refresh_disk_links",
+                 "mount_fstab_block_devices"):
+        monkeypatch.setattr(boot, step, lambda *args: None)
 
 
 NVIDIA_BUILD = {"nvidia": {"version": DRIVER, "flavour": "open"}}
@@ -164,6 +167,29 @@ def test_boot_sees_the_healthy_hardware(tmp_path, container_boot, device_nodes):
     assert bound_driver(tmp_path, hardware["gpus"][3]["pci_bus_id"]) == "nvidia"
     assert device_nodes["nvidia3"] == (195, 3) and device_nodes["nvidiactl"] == (195, 255)
     assert len(host.visible_gpus()) == 8
+
+
+# A controller's /proc/devices (Debian 12, 6.1 kernel), as the kernel prints it.
+KERNEL_DEVICES = """Character devices:
+  1 mem
+  4 /dev/vc/0
+ 10 misc
+226 drm
+254 gpiochip
+
+Block devices:
+  7 loop
+259 blkext
+"""
+
+
+def test_proc_devices_lists_the_drivers_character_devices_in_major_order():
+    listed = boot.proc_devices(KERNEL_DEVICES, list(boot.NVIDIA_CHARACTER_DEVICES))
+    character, block = listed.split("\n\n")
+    assert character.splitlines() == ["Character devices:", "  1 mem", "  4 /dev/vc/0", " 10 misc", "195 nvidia",
+                                      "226 drm", "254 gpiochip", "509 nvidia-caps-imex-channels", "510 nvidia-uvm"]
+    assert block == "Block devices:\n  7 loop\n259 blkext\n"
+    assert boot.proc_devices(KERNEL_DEVICES, []) == KERNEL_DEVICES
 
 
 def test_a_host_with_its_own_kernel_gets_only_the_hardware(tmp_path, monkeypatch, device_nodes):

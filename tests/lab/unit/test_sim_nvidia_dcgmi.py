@@ -142,3 +142,19 @@ def test_dmon_prints_dcgm_columns(tmp_path, capsys, hostengine):
     assert lines[1] == "ID          W                 C                             "
     row = re.match(r"^GPU (\d)      (\d+\.\d{3}) +(\d+) +(\d+) +$", lines[2])
     assert row and row[1] == "0" and len(lines[2]) == len(lines[0])
+
+
+def test_dmon_serves_the_profiling_fields_blank_until_their_first_sample(tmp_path, capsys, hostengine):
+    """As the capture in NVIDIA/DCGM issue 244 (DCGM 4.1-4.4 layout): an 11-wide entity column, ratios in 13-wide
+    columns with 3 decimals, N/A on the first tick; byte rates as integers in 28-wide columns."""
+    host, _ = nvidia_host(tmp_path)
+    fields = ",".join(str(field) for field in range(1001, 1013))
+    status, out, _ = run(dcgmi, capsys, host, "dmon", "-e", fields, "-c", "2", "--host", hostengine)
+    lines = out.splitlines()
+    assert status == 0 and len(lines) == 2 + 2 * 8
+    assert lines[0].split() == ["#Entity", "GRACT", "SMACT", "SMOCC", "TENSO", "DRAMA", "FP64A", "FP32A", "FP16A",
+                                "PCITX", "PCIRX", "NVLTX", "NVLRX"]
+    assert lines[0].startswith("#Entity    GRACT        SMACT        ") and lines[1].split() == ["ID"]
+    assert lines[2] == "GPU 0      " + "N/A          " * 8 + f"{'N/A':<28}" * 4
+    later = re.match(r"^GPU 0      (\d\.\d{3} {8}){8}(\d+ +){4}$", lines[10])
+    assert later and len(lines[10]) == len(lines[0])

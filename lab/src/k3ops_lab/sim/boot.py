@@ -41,12 +41,18 @@ KERNEL_MODULES = {
 }
 # Modules of the driver's DKMS build that no device loads: loaded at boot only when modules-load.d names
 # them (systemd-modules-load, which skips a container), or by modprobe; each needs its base module.
-ON_DEMAND_MODULES = {"nvidia_peermem": "nvidia"}
+ON_DEMAND_MODULES = {"nvidia_peermem": "nvidia", "nvidia_uvm": "nvidia"}
 MODULES_LOAD_FILES = ("usr/lib/modules-load.d/*.conf", "etc/modules-load.d/*.conf")
 KMOD_MODPROBE = "/usr/sbin/modprobe"
 NVIDIA_MAJOR = 195
 NVIDIA_CONTROL_MINOR = 255
 NVIDIA_UVM_MAJOR = 510
+# The IMEX channels' character device, which the NVIDIA driver registers with a dynamic major (the kernel
+# hands those out downwards from 511) and for which it makes no node: the administrator makes
+# /dev/nvidia-caps-imex-channels/channelN from /proc/devices (NVIDIA's IMEX guide, "IMEX Channels").
+NVIDIA_CAPS_IMEX_MAJOR = 509
+NVIDIA_CHARACTER_DEVICES = ((NVIDIA_MAJOR, "nvidia"), (NVIDIA_CAPS_IMEX_MAJOR, "nvidia-caps-imex-channels"),
+                            (NVIDIA_UVM_MAJOR, "nvidia-uvm"))
 KFD_MAJOR = 511
 DRI_MAJOR = 226
 RENDER_MINOR_BASE = 128
@@ -69,6 +75,8 @@ SYSCTL_BACKING = "run/k3ops-lab/sysctl"
 SYSCTL_FILES = ("usr/lib/sysctl.d/*.conf", "etc/sysctl.d/*.conf")
 GRUB_DEFAULTS = "etc/default/grub"
 SIMULATED_CMDLINE = "run/k3ops-lab/cmdline"
+# /proc/devices is the controller kernel's: the lab's, with its drivers' devices, is bind-mounted over it.
+SIMULATED_PROC_DEVICES = "run/k3ops-lab/devices"
 KERNEL_IMAGE_ARGUMENTS = "BOOT_IMAGE=/boot/vmlinuz-{release} root=/dev/vda1 ro"
 # Faults a reboot clears: in each GPU's entry, and under hardware["faults"]. A GPU that fell off the bus
 # (Xid 79) is usually back after a reboot (a recurrence is the hardware's); NVLink and XGMI links train
@@ -208,6 +216,27 @@ def nvidia_device_nodes(gpus: list[dict]) -> list[tuple[str, int, int]]:
     """(path under /, major, minor) of the nodes the NVIDIA driver's GPUs `gpus` are reached through."""
     return [(f"dev/nvidia{gpu['minor_number']}", NVIDIA_MAJOR, gpu["minor_number"]) for gpu in gpus] + \
         [("dev/nvidiactl", NVIDIA_MAJOR, NVIDIA_CONTROL_MINOR), ("dev/nvidia-uvm", NVIDIA_UVM_MAJOR, 0)]
+
+
+def proc_devices(kernel_devices: str, registered: list[tuple[int, str]]) -> str:
+    """/proc/devices with the character devices `registered` (major, name) added, in the kernel's major order."""
+    character, _, block = kernel_devices.partition("\nBlock devices:")
+    header, *lines = character.strip("\n").splitlines()
+    entries = sorted([(int(line.split()[0]), line.split(None, 1)[1]) for line in lines] + registered)
+    return "\n".join([header, *(f"{major:3d} {name}" for major, name in entries)]) + "\n\nBlock devices:" + block
+
+
+def simulate_proc_devices(host: SimHost, loaded: dict[str, str]) -> None:
+    """The kernel's /proc/devices with the character devices the loaded GPU driver registers; refreshed in
+    place (the bind mount stays) whenever modules load."""
+    path = host.path(SIMULATED_PROC_DEVICES)
+    fresh = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    registered = list(NVIDIA_CHARACTER_DEVICES) if "nvidia" in loaded else []
+    with open("/proc/devices") as kernel_devices:
+        path.write_text(proc_devices(kernel_devices.read(), registered))
+    if fresh:
+        subprocess.run(["mount", "--bind", "-o", "ro", str(path), str(host.path("proc/devices"))], check=True)
 
 
 def create_device_nodes(host: SimHost, loaded: dict[str, str]) -> None:
@@ -352,6 +381,8 @@ def bind_gpu_drivers(host: SimHost, hardware: dict, loaded: dict[str, str]) -> N
     """What the kernel shows once driver modules are live: the PCI functions bound to them, their device nodes."""
     write_sysfs(hardware, host.path("sys"), kernel_drivers(hardware, loaded))
     create_device_nodes(host, loaded)
+    if not own_kernel(host):
+        simulate_proc_devices(host, loaded)
 
 
 def own_kernel(host: SimHost) -> bool:

@@ -90,7 +90,17 @@ DMON_FIELDS = {
     251: ("FBFRE", "", 10),
     252: ("FBUSD", "", 10),
     396: ("RRP", "", 20),
+    # Profiling (DCP) fields, served on Hopper and later by DCGM's open build (NVIDIA/DCGM issue 72): activity
+    # ratios (doubles) and byte rates (int64), every unit empty (NVIDIA/DCGM@72fa3fe dcgm_fields.cpp 4317-4436).
+    1001: ("GRACT", "", 5), 1002: ("SMACT", "", 5), 1003: ("SMOCC", "", 5), 1004: ("TENSO", "", 5),
+    1005: ("DRAMA", "", 5), 1006: ("FP64A", "", 5), 1007: ("FP32A", "", 5), 1008: ("FP16A", "", 5),
+    1009: ("PCITX", "", 20), 1010: ("PCIRX", "", 20), 1011: ("NVLTX", "", 20), 1012: ("NVLRX", "", 20),
 }
+PROFILING_RATIOS = range(1001, 1009)
+PROFILING_BYTE_RATES = range(1009, 1013)
+# DeviceMonitor prints a blank value as this: a profiling field's first tick, before its first sample
+# (the 8-GPU capture in NVIDIA/DCGM issue 244: every cell N/A, then values).
+DMON_BLANK = "N/A"
 DMON_ENTITY_WIDTH = 11
 DMON_PADDING = 2
 DMON_VALUE_EXTRA = 6  # DeviceMonitor widens every field by this much
@@ -296,18 +306,25 @@ def dmon(host: SimHost, options: dict[str, str]) -> int:
         header += f"{name:<{width + DMON_VALUE_EXTRA + DMON_PADDING}}"
         units += f"{unit:<{width + DMON_VALUE_EXTRA + DMON_PADDING}}"
     lines = [header, units]
-    for _ in range(int(options.get("c", "1"))):
+    for tick in range(int(options.get("c", "1"))):
         for gpu in gpus:
             row = f"{f'GPU {gpu.index}':<{DMON_ENTITY_WIDTH}}"
             for field in field_ids:
                 width = DMON_FIELDS[field][2] + DMON_VALUE_EXTRA + DMON_PADDING
-                row += f"{_dmon_value(field, gpu):<{width}}"
+                value = DMON_BLANK if tick == 0 and field >= PROFILING_RATIOS.start else _dmon_value(field, gpu)
+                row += f"{value:<{width}}"
             lines.append(row)
     print("\n".join(lines))
     return 0
 
 
 def _dmon_value(field: int, gpu: NvidiaGpu) -> str:
+    """A field's value now. The lab's GPUs run no kernels: each engine and pipe is as active as the GPU's
+    utilization says, and no bytes move over PCIe or NVLink."""
+    if field in PROFILING_RATIOS:
+        return f"{gpu.utilization_percent / 100:.{DMON_FLOAT_DECIMALS}f}"
+    if field in PROFILING_BYTE_RATES:
+        return "0"
     facts = gpu.architecture
     value = {
         100: facts.idle_graphics_mhz,
