@@ -1,5 +1,5 @@
 """One escaper per file format a value lands in: a systemd unit, authorized_keys, known_hosts, the IMEX
-nodes file. Templates receive values only through these.
+nodes file, a PromQL selector. Templates receive values only through these.
 
 The spec refuses what no legitimate value holds (k3ops.forms); these keep what remains literal where
 it is written, and refuse a line break outright: no escaping makes a newline inert in a line format, and
@@ -8,6 +8,7 @@ a value with one would add a directive, a key or a host.
 
 from __future__ import annotations
 
+import json
 import re
 
 from .forms import network_address, plain, ssh_public_key
@@ -71,3 +72,15 @@ def known_hosts_line(address: str, port: int, public_key: str) -> str:
 def imex_nodes_file(addresses: list[str]) -> str:
     """nvidia-imex's nodes config: one address per line, nothing else."""
     return "".join(f"{network_address(address)}\n" for address in addresses)
+
+
+def promql_string(value: str) -> str:
+    """A PromQL string literal (a label matcher's value): double-quoted with Go's escapes, which JSON's are a
+    subset of, so no value ends the string or the selector."""
+    return json.dumps(value)
+
+
+def re2_literal(value: str) -> str:
+    """A regular expression (RE2, as Prometheus' =~ matches) that matches `value` only: its metacharacters
+    escaped, and nothing else (RE2 refuses an escaped letter or space, which Python's re.escape makes)."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value)

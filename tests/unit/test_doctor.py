@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.doctor import checks
+from k3ops.doctor import checks, xids
 from k3ops.doctor.checks import CHECKS, HostSpecs
 from k3ops.doctor.diagnose import diagnose
 from k3ops.doctor.findings import EXPLAINED_BY, SEVERITY_RANK, exit_status
@@ -339,8 +339,8 @@ def test_a_host_a_rollout_left_failed_is_critical_and_explains_its_stopped_engin
 # The runbooks: every one parses, its header's checks exist, and every runbook the doctor names is one.
 def referenced_runbooks() -> set[str]:
     source = Path(checks.__file__).read_text()
-    return ({*re.findall(r'Finding\(\s*"([a-z0-9-]+)"', source), *checks.XID_RUNBOOKS.values(),
-             *checks.XID_CODE_RUNBOOKS.values(), *(runbook for _, runbook in checks.ENGINE_LOG_RUNBOOKS),
+    return ({*re.findall(r'Finding\(\s*"([a-z0-9-]+)"', source), *xids.XID_RUNBOOKS.values(),
+             *xids.XID_CODE_RUNBOOKS.values(), *(runbook for _, runbook in checks.ENGINE_LOG_RUNBOOKS),
              *EXPLAINED_BY.values(), "engine-not-running"})
 
 

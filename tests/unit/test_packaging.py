@@ -89,7 +89,7 @@ def test_the_lab_wheel_carries_all_the_lab(wheels):
 def test_the_installed_command_has_no_lab_verb(installed):
     result = run_installed(installed, "k3ops", "lab", "--help")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "usage: k3ops [-h] {validate,check,nccl,doctor,model,serve,upgrade} ..." in result.stderr
+    assert "{validate,check,nccl,doctor,model,serve,upgrade,monitoring} ..." in result.stderr
     assert "invalid choice: 'lab'" in result.stderr
 
 

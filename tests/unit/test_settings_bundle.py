@@ -14,14 +14,16 @@ from k3ops.settings.engine import EngineHostSpec
 from k3ops.settings.fabric import FabricCheckSpec
 from k3ops.settings.host import GpuHostSpec
 from k3ops.settings.model import ModelHostSpec
+from k3ops.settings.monitoring import MonitoringSpec
 from k3ops.settings.upgrade import UpgradeSpec
 
 MODEL = {"repo_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567", "name": "kimi-k3"}
 SERVING = {"hardware_profile": "b300x8", "ssh_hostname": "10.0.0.7", "model": MODEL,
            "engine": {"recipe": "vllm-b300x8", "image_digest": "sha256:" + "a" * 64},
-           "nccl_iterations": 50, "doctor_kernel_log_hours": 6, "upgrade_soak_seconds": 60, "ssh_keepalive_seconds": 5}
+           "nccl_iterations": 50, "doctor_kernel_log_hours": 6, "upgrade_soak_seconds": 60, "ssh_keepalive_seconds": 5,
+           "node_exporter_port": 19100}
 PARTS = {"gpu": GpuHostSpec, "model": ModelHostSpec, "engine": EngineHostSpec, "fabric": FabricCheckSpec,
-         "doctor": DoctorSpec, "upgrade": UpgradeSpec, "connection": ConnectionSpec}
+         "doctor": DoctorSpec, "upgrade": UpgradeSpec, "connection": ConnectionSpec, "monitoring": MonitoringSpec}
 
 
 @pytest.fixture

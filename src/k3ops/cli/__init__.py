@@ -13,7 +13,7 @@ import sys
 from importlib import import_module
 from importlib.metadata import entry_points
 
-VERBS = ("validate", "check", "nccl", "doctor", "model", "serve", "upgrade")  # this package's modules, in help order
+VERBS = ("validate", "check", "nccl", "doctor", "model", "serve", "upgrade", "monitoring")  # this package's modules, in help order
 COMMANDS_GROUP = "k3ops.commands"
 # Bad input (k3ops.inventory.BadInput, invalid host data): argparse's usage error status, unless a verb
 # documents its own (`set_defaults(bad_input_exit=N)`, as the doctor's 3).

@@ -41,10 +41,6 @@ FABRIC_MANAGER_UNIT = f"{FABRIC_MANAGER}.service"
 PERSISTENCED_UNIT = f"{PERSISTENCED}.service"
 JOURNAL_LINES = 300
 EVIDENCE_LINES = 5
-# Runbooks by the Xid catalogue's kind, and the codes with a runbook of their own.
-XID_RUNBOOKS = {"nvlink": "nvlink-errors", "hardware": "gpu-xid-error",
-                "driver": "gpu-xid-error"}
-XID_CODE_RUNBOOKS = {79: "gpu-fallen-off-bus", 119: "gsp-timeout", 120: "gsp-timeout"}
 # What an engine's log says, and the runbook for it; the first that matches is the cause.
 ENGINE_LOG_RUNBOOKS = (
     ("no-kv-cache-memory", "engine-oom-at-load"), ("free-memory-at-start", "engine-oom-at-load"),
@@ -171,7 +167,7 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
         if entry.kind == "memory":  # the GPU's memory state now (gpu-memory) decides, not the event: a reset clears it
             result.notes.append(f"{line}: {entry.meaning}{named}; see the gpu-memory check for the GPU's state now")
             continue
-        runbook = XID_CODE_RUNBOOKS.get(entry.code) or XID_RUNBOOKS[entry.kind]
+        runbook = xids.runbook(entry)
         # A GPU off the bus is gone from nvidia-smi: its PCI address is all that names it then.
         variables = {"GPU_PCI": event["pci"], **({"GPU": str(gpu_by_pci[event["pci"].lower()])}
                                                 if event["pci"].lower() in gpu_by_pci else {})}
@@ -543,14 +539,14 @@ def model_cache(host, specs: HostSpecs) -> CheckResult:
         return CheckResult(notes=[f"no checkpoint of {model.name} on the host yet: the model deploy has not run"])
     findings = []
     where = {"CACHE": specs.settings.model.model_cache_path,
-             "HEADROOM_BYTES": str(int(specs.settings.model.model_cache_headroom_gib * 1024**3))}
+             "HEADROOM_BYTES": str(specs.settings.model.model_cache_headroom_bytes)}
     if state.get("bad_files"):
         findings.append(Finding(
             "checkpoint-corrupt", "critical", "rerun the deploy",
             f"{len(state['bad_files'])} files of {model.name}@{(state.get('active') or '')[:12]} fail verification "
             f"({state.get('verified_at')})", [f"bad file: {path}" for path in state["bad_files"]], where))
     message = state.get("message") or ""
-    headroom = specs.settings.model.model_cache_headroom_gib * 1024**3
+    headroom = specs.settings.model.model_cache_headroom_bytes
     if any(text in message for text in STORE_SPACE_MESSAGES) or state.get("free_bytes", headroom) < headroom:
         findings.append(Finding(
             "model-cache-disk-full", "critical" if state.get("phase") == "failed" else "warning",

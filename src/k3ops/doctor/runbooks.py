@@ -16,6 +16,8 @@ from typing import Literal
 from .. import runbooks as runbook_files
 
 HEADER_KEYS = ("id", "title", "severity", "finding", "automatable", "drill", "remedy_source")
+# `metric`: the exporter metrics that show the symptom between doctor runs (an alert reads each: k3ops.monitoring).
+OPTIONAL_HEADER_KEYS = ("metric",)
 RUNBOOK_SECTIONS = ("Symptoms", "Detect", "Diagnose", "Remedy", "Verify", "Prevent")
 STEP_SECTIONS = ("Remedy", "Verify")
 SEVERITIES = ("warning", "critical")
@@ -56,6 +58,7 @@ class Runbook:
     remedy_source: str  # who says its Remedy is the fix: a vendor's or a project's document, or k3ops' own reason
     path: Path
     sections: dict[str, str]
+    metrics: tuple[str, ...] = ()
 
     @property
     def lab_fault(self) -> str | None:
@@ -95,6 +98,10 @@ def parse(path: Path) -> Runbook:
     missing = [key for key in HEADER_KEYS if not fields.get(key)]
     if missing:
         raise RunbookError(f"{path}: header lacks {', '.join(missing)}")
+    unknown = [key for key in fields if key not in (*HEADER_KEYS, *OPTIONAL_HEADER_KEYS)]
+    if unknown:
+        raise RunbookError(f"{path}: header key {', '.join(unknown)} is not one of "
+                           f"{', '.join((*HEADER_KEYS, *OPTIONAL_HEADER_KEYS))}")
     if fields["id"] != path.stem or not re.match(RUNBOOK_ID_REGEX, fields["id"]):
         raise RunbookError(f"{path}: id {fields['id']!r} must be the file's name, lowercase words joined by dashes")
     if fields["severity"] not in SEVERITIES:
@@ -111,14 +118,19 @@ def parse(path: Path) -> Runbook:
     return Runbook(id=fields["id"], title=fields["title"], severity=fields["severity"],
                    checks=tuple(check.strip() for check in fields["finding"].split(",")),
                    automatable=fields["automatable"] == "yes", drill=fields["drill"],
-                   remedy_source=fields["remedy_source"], path=path, sections=sections)
+                   remedy_source=fields["remedy_source"], path=path, sections=sections,
+                   metrics=tuple(metric.strip() for metric in fields.get("metric", "").split(",") if metric.strip()))
+
+
+def runbooks_directory() -> Path:
+    """Where the runbooks k3ops ships are (they travel inside the package, like the templates)."""
+    return Path(runbook_files.__path__[0]).resolve()
 
 
 @cache
 def runbooks() -> dict[str, Runbook]:
-    """Every runbook k3ops ships, by id (they travel inside the package, like the templates)."""
-    directory = Path(runbook_files.__path__[0])
-    return {path.stem: parse(path) for path in sorted(directory.glob("*.md")) if path.name != "README.md"}
+    """Every runbook k3ops ships, by id."""
+    return {path.stem: parse(path) for path in sorted(runbooks_directory().glob("*.md")) if path.name != "README.md"}
 
 
 def index_table() -> str:

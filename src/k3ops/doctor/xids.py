@@ -103,6 +103,20 @@ XID_CATALOGUE = {entry.code: entry for entry in (
                          (149, "NETIR"), (150, "MSE"))),
 )}
 
+# The runbook that follows an Xid: by its kind, or its code's own. The doctor reads a memory Xid's GPU state now
+# (its gpu-memory check) before naming gpu-memory-errors; an alert on the event names it at once.
+XID_RUNBOOKS = {"nvlink": "nvlink-errors", "hardware": "gpu-xid-error", "driver": "gpu-xid-error",
+                "memory": "gpu-memory-errors"}
+XID_CODE_RUNBOOKS = {79: "gpu-fallen-off-bus", 119: "gsp-timeout", 120: "gsp-timeout"}
+
+
+def runbook(entry: XidEntry) -> str | None:
+    """The runbook an Xid calls for; None for an application's fault or a note, which call for none."""
+    if entry.kind == "application" or entry.severity == "info":
+        return None
+    return XID_CODE_RUNBOOKS.get(entry.code) or XID_RUNBOOKS[entry.kind]
+
+
 # What classify() says of a code missing above (with that code): treat it as a hardware fault until someone
 # has read NVIDIA's row for it.
 UNKNOWN_XID = XidEntry(0, "Xid not in k3ops' catalogue: look it up in NVIDIA's",

@@ -20,6 +20,7 @@ from .fabric import FabricCheckSpec
 from ..forms import network_address
 from .host import GpuHostSpec
 from .model import ModelHostSpec
+from .monitoring import MonitoringSpec
 from .upgrade import UpgradeSpec
 
 CONNECTOR_HOST = re.compile(r"^@[a-z]+(?:/[A-Za-z0-9._:@/-]+)?$")
@@ -37,6 +38,7 @@ class HostSettings(BaseModel):
     doctor: DoctorSpec
     upgrade: UpgradeSpec
     connection: ConnectionSpec
+    monitoring: MonitoringSpec
 
     @model_validator(mode="before")
     @classmethod

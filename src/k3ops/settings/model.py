@@ -162,6 +162,11 @@ class ModelHostSpec(BaseModel):
                              "may be wiped (list it in nvme_devices too, or remove it here)")
         return self
 
+    @property
+    def model_cache_headroom_bytes(self) -> int:
+        """The headroom as the doctor and the alerts compare free space with it."""
+        return int(self.model_cache_headroom_gib * 1024**3)
+
     def address_for_peers(self, name: str) -> str:
         """Where other hosts reach the host `name`: its peer_address (by default its SSH address), else the
         name itself, which is what pyinfra connects to."""

@@ -1,0 +1,75 @@
+"""What Prometheus scrapes on a fleet: each exporter's targets, from the inventory, with the labels that say what a
+host is (Prometheus' file-based service discovery reads them; a changed inventory is a rewritten file, no reload)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..engines.recipes import RECIPES
+from ..settings import HostSettings, node_rank, settings_of
+
+ROLE_NONE = "none"  # a host without an engine (the roles of one that has: "head" and "worker")
+
+
+@dataclass(frozen=True)
+class ScrapeJob:
+    """One exporter: the job name its series carry, and where it listens on a host (None: not on that host)."""
+
+    name: str
+    port: Callable[[HostSettings, int], int | None]
+
+
+def _engine_port(settings: HostSettings, rank: int) -> int | None:
+    """The engine's API port, where vLLM, SGLang and llama-server serve /metrics: only a head serves HTTP, and only
+    an engine bound off loopback can be reached from Prometheus."""
+    engine = settings.engine.engine
+    if engine is None or rank != 0 or ipaddress.ip_address(engine.host).is_loopback:
+        return None
+    return engine.port or RECIPES[engine.recipe].port
+
+
+JOBS = (
+    ScrapeJob("node", lambda settings, rank: settings.monitoring.node_exporter_port),  # node_exporter
+    ScrapeJob("dcgm", lambda settings, rank: settings.monitoring.dcgm_exporter_port  # NVIDIA's DCGM exporter
+              if settings.gpu.gpu_vendor == "nvidia" else None),
+    ScrapeJob("amd", lambda settings, rank: settings.monitoring.amd_metrics_exporter_port  # AMD's metrics exporter
+              if settings.gpu.gpu_vendor == "amd" else None),
+    ScrapeJob("engine", _engine_port),  # the engine's own /metrics
+)
+
+
+def host_labels(name: str, settings: HostSettings, rank: int) -> dict[str, str]:
+    """The labels every series of a host carries: which host, its hardware, and its part in serving."""
+    engine, model = settings.engine.engine, settings.model.model
+    role = ROLE_NONE if engine is None else "worker" if rank else "head"
+    return {"host": name, "hardware_profile": settings.gpu.hardware_profile, "gpu_vendor": settings.gpu.gpu_vendor or "",
+            "cluster": (engine.cluster or name) if engine else "", "model": model.name if model else "", "role": role}
+
+
+def scrape_host(name: str, settings: HostSettings, job: ScrapeJob) -> str:
+    """The host part of an exporter's address: where peers reach the host, unless the engine binds one address of
+    its own (IPv6 in brackets, as a target names it)."""
+    engine = settings.engine.engine
+    address = settings.model.address_for_peers(name)
+    if job.name == "engine" and not ipaddress.ip_address(engine.host).is_unspecified:
+        address = engine.host
+    return f"[{address}]" if ":" in address else address
+
+
+def target_groups(hosts: list[tuple[str, dict]]) -> dict[str, list[dict]]:
+    """Each job's file_sd groups (one per host: `{"targets": ["address:port"], "labels": {...}}`), for the hosts
+    whose data leaves monitoring on."""
+    groups: dict[str, list[dict]] = {job.name: [] for job in JOBS}
+    for name, data in hosts:
+        settings = settings_of(data)
+        if not settings.monitoring.monitoring:
+            continue
+        rank = node_rank(name, hosts)
+        for job in JOBS:
+            port = job.port(settings, rank)
+            if port is not None:
+                groups[job.name].append({"targets": [f"{scrape_host(name, settings, job)}:{port}"],
+                                         "labels": host_labels(name, settings, rank)})
+    return groups
