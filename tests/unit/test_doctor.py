@@ -23,9 +23,9 @@ from k3ops.facts.apt import AptPolicyVersion
 from k3ops.facts.boot import SecureBoot
 from k3ops.facts.checkpoint import ModelCheckpoints
 from k3ops.facts.engine import EngineState
-from k3ops.facts.fabric import InfinibandActiveMtu, InfinibandPorts, NvidiaFabricState, XgmiLinks
+from k3ops.facts.fabric import InfinibandActiveMtu, InfinibandPorts, XgmiLinks
 from k3ops.facts.fabric_check import LastFabricCheck
-from k3ops.facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors, NvlinkLinks
+from k3ops.facts.gpu_health import NvidiaGpuReport, NvlinkLinks
 from k3ops.facts.journal import UnitJournal
 from k3ops.facts.kernel_log import KernelDriverMismatch, KernelXidEvents
 from k3ops.facts.maintenance import MaintenanceMarker
@@ -68,15 +68,15 @@ def healthy_h200() -> dict:
             for index in range(8)]
     return {
         MaintenanceMarker: None, NvidiaDriverState: "ready", NvidiaGpus: gpus, KernelXidEvents: [],
-        NvidiaMemoryErrors: [{"gpu": gpu["index"], "bus_id": gpu["bus_id"], "remap_pending": False,
-                              "remap_failure": False, "ecc_volatile_uncorrectable": 0} for gpu in gpus],
+        NvidiaGpuReport: [{"gpu": gpu["index"], "bus_id": gpu["bus_id"], "fabric_state": "Completed",
+                           "fabric_status": "Success",
+                           "remap_pending": False, "remap_failure": False, "ecc_volatile_uncorrectable": 0,
+                           "recovery_action": None, "reset_required": False, "drain_and_reset_recommended": False,
+                           "pcie_replays": 0, "pcie_replay_rollovers": 0, "hw_slowdown": False, "power_brake": False}
+                          for gpu in gpus],
         NvlinkLinks: {index: {"links": 18, "inactive": []} for index in range(8)},
-        NvidiaGpuConditions: [{"gpu": gpu["index"], "bus_id": gpu["bus_id"], "recovery_action": None,
-                               "reset_required": False, "drain_and_reset_recommended": False, "pcie_replays": 0,
-                               "pcie_replay_rollovers": 0, "hw_slowdown": False, "power_brake": False}
-                              for gpu in gpus],
         NvSwitches: ["0000:05:00.0"] * 4, FabricManager: {"installed_version": "580.126.09", "active": True},
-        NvidiaFabricState: [], UnitJournal: [], SecureBoot: False,
+        UnitJournal: [], SecureBoot: False,
         UnitStates: lambda units: {name: unit() for name in units},
         InfinibandPorts: [{"device": f"mlx5_{index}", "port": 1, "state": "Active", "physical_state": "LinkUp",
                            "rate_gbps": 400, "link_layer": "InfiniBand"} for index in range(8)],
@@ -161,9 +161,9 @@ def test_a_module_not_loaded_is_told_apart_by_secure_boot(secure_boot, runbook):
 
 
 def test_a_pending_row_remap_warns_with_the_gpu_to_reset_after_a_drain():
-    memory = healthy_h200()[NvidiaMemoryErrors]
+    memory = healthy_h200()[NvidiaGpuReport]
     memory[5] = {**memory[5], "remap_pending": True}
-    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: memory}), specs())
+    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaGpuReport: memory}), specs())
     assert runbooks_named(diagnosis) == ["gpu-memory-errors"]
     finding = diagnosis.findings[0]
     assert (finding.severity, finding.action, finding.variables) == ("warning", "drain, then reset GPU", {"GPU": "5"})
@@ -366,19 +366,25 @@ def test_the_runbooks_index_is_made_from_their_headers():
 
 
 def test_a_check_whose_tool_answers_oddly_is_unchecked_and_the_rest_still_run():
+    """nvidia-smi's report hung: each check that reads it is unchecked, after one wait, not one wait each."""
+    asked = []
+
     def hung(**_):
+        asked.append("nvidia-smi -q")
         raise TimeoutError("nvidia-smi -q did not answer within 90 s")
 
-    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: hung}), specs())
+    diagnosis = diagnose(FactHost({**healthy_h200(), NvidiaGpuReport: hung}), specs())
     assert diagnosis.findings == [] and diagnosis.status == "warning"
-    assert diagnosis.unchecked == ["gpu-memory: TimeoutError: nvidia-smi -q did not answer within 90 s"]
+    assert diagnosis.unchecked == [f"{check}: TimeoutError: nvidia-smi -q did not answer within 90 s"
+                                   for check in ("gpu-memory", "gpu-conditions", "nvidia-services")]
+    assert asked == ["nvidia-smi -q"]
 
 
 def test_one_finding_per_runbook_keeps_the_gpu_to_replace_over_the_one_to_reset():
-    memory = healthy_h200()[NvidiaMemoryErrors]
+    memory = healthy_h200()[NvidiaGpuReport]
     memory[0] = {**memory[0], "ecc_volatile_uncorrectable": 2}
     memory[5] = {**memory[5], "remap_failure": True}
-    (finding,) = diagnose(FactHost({**healthy_h200(), NvidiaMemoryErrors: memory}), specs()).findings
+    (finding,) = diagnose(FactHost({**healthy_h200(), NvidiaGpuReport: memory}), specs()).findings
     assert (finding.action, finding.variables["GPU"]) == ("drain and inspect hardware", "5")
     assert len(finding.evidence) == 2
 

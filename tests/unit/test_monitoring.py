@@ -102,10 +102,13 @@ def test_the_command_writes_files_prometheus_and_alertmanager_accept(tmp_path):
 # Series as the exporters label them. dcgm-exporter: NVIDIA/dcgm-exporter@d5e5f51
 # internal/pkg/rendermetrics/render_metrics.go (gpu, UUID, pci_bus_id, device, modelName, hostname) and its
 # collectors' own labels (xid_collector.go: xid, window_size_in_ms; clock_events_collector.go: clock_event);
-# node_exporter: collector/infiniband_linux.go (device, port), filesystem (device, fstype, mountpoint). Each
+# AMD's device metrics exporter: ROCm/device-metrics-exporter@afd0fe8 pkg/amdgpu/gpuagent (gpu_nodes_total,
+# labelled hostname only); node_exporter: collector/infiniband_linux.go (device, port), filesystem (device, fstype,
+# mountpoint). Each
 # target adds the labels of targets/<job>.json (host, hardware_profile, ...) and Prometheus job and instance.
-def target(job: str, host: str, port: int) -> str:
-    return f'job="{job}",instance={json.dumps(f"{host}.example:{port}")},host={json.dumps(host)},hardware_profile="h200x8"'
+def target(job: str, host: str, port: int, profile: str = "h200x8") -> str:
+    return (f'job="{job}",instance={json.dumps(f"{host}.example:{port}")},host={json.dumps(host)},'
+            f'hardware_profile="{profile}"')
 
 
 def gpu(index: int, host: str = "h200-01") -> str:
@@ -172,6 +175,8 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
                f'mountpoint="/data/models"', "0x10"),
         series("up", 'job="engine",instance="10.0.0.1:8000",host="h200-01"', "1 1 0x8"),
         series("up", 'job="engine",instance="10.0.0.2:8000",host="h200-02"', "1x10"),
+        series("gpu_nodes_total", f'hostname="mi355x-01",{target("amd", "mi355x-01", 5000, "mi355x8")}', "8 8 7x8"),
+        series("gpu_nodes_total", f'hostname="mi355x-02",{target("amd", "mi355x-02", 5000, "mi355x8")}', "8x10"),
     ]
     dcgm = lambda index: labels_of(gpu(index))  # noqa: E731
     node_labels = labels_of(node)
@@ -190,6 +195,8 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
                                               "The system's power brake slowed GPU 1 of h200-01")),
         alert("K3GpuMissing", "9m", firing(rules, "K3GpuMissing", {"host": "h200-01"},
                                            "h200-01 shows 7 GPUs, fewer than its board has")),
+        alert("K3AmdGpuMissing", "9m", firing(rules, "K3AmdGpuMissing", {"host": "mi355x-01"},
+                                              "mi355x-01 shows 7 GPUs, fewer than its board has")),
         alert("K3InfinibandPortDown", "5m", firing(rules, "K3InfinibandPortDown",
                                                    {**node_labels, "device": "mlx5_3", "port": "1"},
                                                    "mlx5_3 port 1 of h200-01 is not active")),

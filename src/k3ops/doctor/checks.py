@@ -22,7 +22,7 @@ from ..facts.boot import SecureBoot
 from ..facts.checkpoint import ModelCheckpoints
 from ..facts.engine import EngineState
 from ..facts.fabric_check import LastFabricCheck
-from ..facts.gpu_health import NvidiaGpuConditions, NvidiaMemoryErrors, NvlinkLinks
+from ..facts.gpu_health import NvidiaGpuReport, NvlinkLinks
 from ..facts.journal import UnitJournal
 from ..facts.kernel_log import KernelDriverMismatch, KernelXidEvents
 from ..facts.maintenance import MaintenanceMarker
@@ -253,7 +253,7 @@ def gpu_memory(host, specs: HostSpecs) -> CheckResult:
     waits for the next reset, chosen after a drain."""
     result = CheckResult()
     events = host.get_fact(KernelXidEvents, since_seconds=specs.settings.doctor.doctor_kernel_log_hours * 3600)
-    for gpu in host.get_fact(NvidiaMemoryErrors):
+    for gpu in host.get_fact(NvidiaGpuReport):
         index = gpu_index(host, gpu)
         where = f"GPU {index} ({gpu['bus_id']})"
         variables = {"GPU": str(index)}
@@ -293,7 +293,7 @@ def gpu_conditions(host, specs: HostSpecs) -> CheckResult:
     status), and the board slowing its clocks on the system's power brake. PCIe replays are a note: nobody
     publishes a count that is too many in one reading; DCGM's health watch judges their rate."""
     result = CheckResult()
-    for gpu in host.get_fact(NvidiaGpuConditions):
+    for gpu in host.get_fact(NvidiaGpuReport):
         index = gpu_index(host, gpu)
         where, variables = f"GPU {index} ({gpu['bus_id']})", {"GPU": str(index)}
         said = [line for line in (

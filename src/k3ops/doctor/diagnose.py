@@ -14,8 +14,9 @@ COMMAND_TIMEOUT_SECONDS = 60
 
 
 class CountingHost:
-    """A RemoteHost that asks each question once (two checks may need the GPU list) and counts the commands
-    it sends: the doctor's cost per host, for the benchmark."""
+    """A RemoteHost that asks each question once (several checks read nvidia-smi's report) and counts the
+    commands it sends: the doctor's cost per host, for the benchmark. A question that failed (a hung nvidia-smi)
+    fails again for the next check at once, not after another timeout."""
 
     def __init__(self, host):
         self.host, self.commands, self.answers = host, 0, {}
@@ -24,7 +25,12 @@ class CountingHost:
         key = (fact_class, repr(sorted(arguments.items())))
         if key not in self.answers:
             self.commands += 1
-            self.answers[key] = self.host.get_fact(fact_class, **arguments)
+            try:
+                self.answers[key] = self.host.get_fact(fact_class, **arguments)
+            except Exception as error:  # noqa: BLE001  (each check reports it as its own, as it would have)
+                self.answers[key] = error
+        if isinstance(self.answers[key], Exception):
+            raise self.answers[key]
         return self.answers[key]
 
 

@@ -1,4 +1,5 @@
-"""Facts the fabric pre-checks read: RDMA ports and MTUs, NVLink fabric registration, PCIe ACS, XGMI links."""
+"""Facts the fabric pre-checks read: RDMA ports and MTUs, PCIe ACS, XGMI links (the GPUs' NVLink fabric registration
+is in NvidiaGpuReport, with the rest of nvidia-smi's report)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
-from .util import PCI_BUS_ID_REGEX, NvidiaSmiFact
+from .util import PCI_BUS_ID_REGEX
 
 # `ibstat`: "CA 'mlx5_0'", then per port "\tPort 1:" and its "\t\tState: Active" lines.
 IBSTAT_CA_REGEX = r"^CA '(?P<device>[^']+)'$"
@@ -18,11 +19,6 @@ IBSTAT_FIELDS = {"State": "state", "Physical state": "physical_state", "Rate": "
 # `ibv_devinfo`: "hca_id:\tmlx5_0", then per port "\t\t\tactive_mtu:\t\t4096 (5)".
 DEVINFO_HCA_REGEX = r"^hca_id:\s+(?P<device>\S+)"
 DEVINFO_ACTIVE_MTU_REGEX = r"^\s+active_mtu:\s+(?P<mtu>\d+)"
-# `nvidia-smi -q`: "GPU 00000000:18:00.0", its blocks four spaces in, a block's lines eight.
-Q_GPU_REGEX = r"^GPU (?P<bus_id>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$"
-Q_BLOCK_REGEX = r"^ {4}\S"
-Q_FABRIC_BLOCK = "Fabric"
-Q_FABRIC_FIELD_REGEX = r"^ {8}(?P<label>State|Status)\s+: (?P<value>.+?)\s*$"
 # `lspci -D -vvv`: a device's first line starts at column 0 with its bus id, its capabilities below.
 LSPCI_DEVICE_REGEX = r"^(?P<bus_id>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) (?P<description>.*)$"
 LSPCI_BRIDGE = "PCI bridge:"
@@ -95,33 +91,6 @@ class InfinibandActiveMtu(FactBase[dict[str, int]]):
             elif device and (found := re.match(DEVINFO_ACTIVE_MTU_REGEX, line)):
                 mtus[device] = min(int(found["mtu"]), mtus.get(device, int(found["mtu"])))
         return mtus
-
-
-class NvidiaFabricState(NvidiaSmiFact):
-    """
-    Returns each GPU's NVLink fabric registration from `nvidia-smi -q` ("N/A" where the GPU has no
-    fabric to join, ``None`` where the driver prints no Fabric block):
-
-    .. code:: python
-
-        [{"gpu": "00000000:18:00.0", "state": "Completed", "status": "Success"}]
-    """
-
-    command = "nvidia-smi -q 2>/dev/null || true"
-
-
-    @override
-    def process(self, output):
-        gpus, in_fabric = [], False
-        for line in output:
-            if found := re.match(Q_GPU_REGEX, line):
-                gpus.append({"gpu": found["bus_id"], "state": None, "status": None})
-                in_fabric = False
-            elif gpus and re.match(Q_BLOCK_REGEX, line):
-                in_fabric = line.strip() == Q_FABRIC_BLOCK
-            elif in_fabric and (found := re.match(Q_FABRIC_FIELD_REGEX, line)):
-                gpus[-1][found["label"].lower()] = found["value"]
-        return gpus
 
 
 class AcsEnabledBridges(FactBase[list[str]]):

@@ -1,5 +1,5 @@
-"""Facts about the health of the NVIDIA GPUs' memory, NVLinks, reset state, PCIe link and clocks, read from
-nvidia-smi."""
+"""Facts about the health of the NVIDIA GPUs: what nvidia-smi's report says of each (fabric registration, memory,
+reset state, PCIe link, clocks), their NVLinks, and DCGM's diagnostics."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import re
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from .fabric import Q_GPU_REGEX
 from .util import NvidiaSmiFact
 
+# `nvidia-smi -q`: "GPU 00000000:18:00.0", then its blocks.
+Q_GPU_REGEX = r"^GPU (?P<bus_id>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$"
 # A `nvidia-smi -q` line under a GPU heading: a block's label, or a label, padding, ": " and its value, four
 # spaces deeper per level ("    Remapped Rows", "        Pending                           : No").
 Q_LINE_REGEX = r"^(?P<indent> *)(?P<label>\S.*?)(?P<separator>\s+:(?: (?P<value>.*))?)?$"
@@ -60,47 +61,6 @@ def _uncorrectable(fields: dict[tuple[str, ...], str], counter: str) -> int | No
     return sum(counts) if counts else None
 
 
-class NvidiaMemoryErrors(NvidiaSmiFact):
-    """
-    Returns each GPU's row remapping and uncorrectable ECC error counts, in nvidia-smi's order; ``None``
-    where the GPU says N/A or prints no such line (no row remapping before Ampere, ECC off):
-
-    .. code:: python
-
-        [
-            {
-                "gpu": 0,
-                "bus_id": "00000000:18:00.0",
-                "remap_pending": False,          # a remapped row waits for a GPU reset
-                "remap_failure": False,          # a remap failed: an RMA criterion
-                "remapped_uncorrectable": 0,     # rows remapped for uncorrectable errors
-                "remapped_correctable": 0,
-                "ecc_volatile_uncorrectable": 0,   # since the last GPU reset or driver load, DRAM and SRAM
-                "ecc_aggregate_uncorrectable": 0,  # over the GPU's life
-            },
-        ]
-    """
-
-    command = "nvidia-smi -q -d ROW_REMAPPER,ECC || true"
-
-
-    @override
-    def process(self, output):
-        return [
-            {
-                "gpu": index,
-                "bus_id": bus_id,
-                "remap_pending": FLAGS.get(fields.get((REMAPPED_ROWS, "Pending"))),
-                "remap_failure": FLAGS.get(fields.get((REMAPPED_ROWS, "Remapping Failure Occurred"))),
-                "remapped_uncorrectable": _count(fields.get((REMAPPED_ROWS, "Uncorrectable Error"))),
-                "remapped_correctable": _count(fields.get((REMAPPED_ROWS, "Correctable Error"))),
-                "ecc_volatile_uncorrectable": _uncorrectable(fields, "Volatile"),
-                "ecc_aggregate_uncorrectable": _uncorrectable(fields, "Aggregate"),
-            }
-            for index, (bus_id, fields) in enumerate(_gpu_fields(output))
-        ]
-
-
 # What the driver says a GPU needs (R550+: "GPU Recovery Action", the state Xid 154 announces; the 565 driver
 # also prints a "GPU Reset Status" block), its PCIe link's replays (a link retrying packets: "Replays Since Reset",
 # under "PCI"), and the hardware's own clock slowdowns, under "Clocks Event Reasons" (R535+; "Clocks Throttle
@@ -110,6 +70,9 @@ RECOVERY_ACTION = ("GPU Recovery Action",)
 CLOCK_REASON_BLOCKS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
 ACTIVE = {"Active": True, "Not Active": False}
 NO_ACTION = ("None", "N/A")
+# The GPU's registration with the NVLink fabric (fabric manager's, or the NVLink domain's on GB200/GB300).
+FABRIC_STATE = ("Fabric", "State")
+FABRIC_STATUS = ("Fabric", "Status")
 
 
 def _clock_reason(fields: dict[tuple[str, ...], str], label: str) -> bool | None:
@@ -117,10 +80,12 @@ def _clock_reason(fields: dict[tuple[str, ...], str], label: str) -> bool | None
                  if fields.get((block, label)) in ACTIVE), None)
 
 
-class NvidiaGpuConditions(NvidiaSmiFact):
+class NvidiaGpuReport(NvidiaSmiFact):
     """
-    Returns what each GPU's driver says of it beyond its memory, in nvidia-smi's order; ``None`` where the
-    driver prints no such line (older drivers, N/A):
+    Returns what nvidia-smi's full report (`-q`) says of each GPU, in its order: its NVLink fabric registration, its
+    memory's row remapping and uncorrectable ECC counts, and what the driver says it needs. One query of the driver
+    and one round trip for every check that reads them (a failing GPU can make each query hang). ``None`` where the
+    driver prints no such line or N/A (no fabric to join, no row remapping before Ampere, ECC off, older drivers):
 
     .. code:: python
 
@@ -128,6 +93,14 @@ class NvidiaGpuConditions(NvidiaSmiFact):
             {
                 "gpu": 0,
                 "bus_id": "00000000:18:00.0",
+                "fabric_state": "Completed",         # "N/A" where the GPU has no fabric to join
+                "fabric_status": "Success",
+                "remap_pending": False,              # a remapped row waits for a GPU reset
+                "remap_failure": False,              # a remap failed: an RMA criterion
+                "remapped_uncorrectable": 0,         # rows remapped for uncorrectable errors
+                "remapped_correctable": 0,
+                "ecc_volatile_uncorrectable": 0,     # since the last GPU reset or driver load, DRAM and SRAM
+                "ecc_aggregate_uncorrectable": 0,    # over the GPU's life
                 "recovery_action": None,             # "GPU Reset", "Node Reboot", "Drain and Reset", ... as printed
                 "reset_required": False,             # GPU Reset Status
                 "drain_and_reset_recommended": False,
@@ -139,8 +112,7 @@ class NvidiaGpuConditions(NvidiaSmiFact):
         ]
     """
 
-    command = "nvidia-smi -q || true"
-
+    command = "nvidia-smi -q 2>/dev/null || true"
 
     @override
     def process(self, output):
@@ -148,6 +120,14 @@ class NvidiaGpuConditions(NvidiaSmiFact):
             {
                 "gpu": index,
                 "bus_id": bus_id,
+                "fabric_state": fields.get(FABRIC_STATE),
+                "fabric_status": fields.get(FABRIC_STATUS),
+                "remap_pending": FLAGS.get(fields.get((REMAPPED_ROWS, "Pending"))),
+                "remap_failure": FLAGS.get(fields.get((REMAPPED_ROWS, "Remapping Failure Occurred"))),
+                "remapped_uncorrectable": _count(fields.get((REMAPPED_ROWS, "Uncorrectable Error"))),
+                "remapped_correctable": _count(fields.get((REMAPPED_ROWS, "Correctable Error"))),
+                "ecc_volatile_uncorrectable": _uncorrectable(fields, "Volatile"),
+                "ecc_aggregate_uncorrectable": _uncorrectable(fields, "Aggregate"),
                 "recovery_action": None if fields.get(RECOVERY_ACTION, "N/A") in NO_ACTION else fields[RECOVERY_ACTION],
                 "reset_required": FLAGS.get(fields.get((RESET_STATUS, "Reset Required"))),
                 "drain_and_reset_recommended": FLAGS.get(fields.get((RESET_STATUS, "Drain and Reset Recommended"))),

@@ -2,7 +2,8 @@
 same fault, so an alert, `k3ops doctor` and the runbook's Remedy are one path.
 
 Rules read the exporters' own names and labels (NVIDIA/dcgm-exporter etc/default-counters.csv and its
-collectors; node_exporter's collectors), joined on the `host` label every target carries (targets.py).
+collectors; ROCm/device-metrics-exporter's pkg/amdgpu/gpuagent; node_exporter's collectors), joined on the `host`
+label every target carries (targets.py).
 """
 
 from __future__ import annotations
@@ -70,13 +71,23 @@ def xid_alerts() -> list[Alert]:
             for book, found in sorted(codes.items())]
 
 
-def missing_gpus(hosts: Fleet) -> str | None:
-    """Fewer GPUs than the board has, for each NVIDIA hardware profile in the fleet (dcgm-exporter lists each GPU
-    it sees)."""
-    profiles = sorted({settings_of(data).gpu.hardware_profile for _, data in hosts
-                       if settings_of(data).gpu.gpu_vendor == "nvidia"})
+def profiles(hosts: Fleet, vendor: str) -> list[str]:
+    """The hardware profiles of the fleet's hosts with `vendor`'s GPUs."""
+    return sorted({settings_of(data).gpu.hardware_profile for _, data in hosts
+                   if settings_of(data).gpu.gpu_vendor == vendor})
+
+
+def missing_nvidia_gpus(hosts: Fleet) -> str | None:
+    """Fewer GPUs than the board has, per NVIDIA hardware profile in the fleet: dcgm-exporter lists each GPU it
+    sees."""
     return " or ".join(f"count by (host) (DCGM_FI_DEV_GPU_TEMP{{hardware_profile={promql_string(profile)}}}) "
-                       f"< {BOARD_PROFILES[profile].gpu_count}" for profile in profiles) or None
+                       f"< {BOARD_PROFILES[profile].gpu_count}" for profile in profiles(hosts, "nvidia")) or None
+
+
+def missing_amd_gpus(hosts: Fleet) -> str | None:
+    """The same on AMD hosts: the device metrics exporter counts the GPUs it sees (`gpu_nodes_total`)."""
+    return " or ".join(f"max by (host) (gpu_nodes_total{{hardware_profile={promql_string(profile)}}}) "
+                       f"< {BOARD_PROFILES[profile].gpu_count}" for profile in profiles(hosts, "amd")) or None
 
 
 def model_cache_short(hosts: Fleet) -> str | None:
@@ -104,7 +115,9 @@ ALERTS = (
           "The system's power brake slowed GPU {{ $labels.gpu }} of {{ $labels.host }}",
           always(f'{CLOCK_EVENTS_COUNT}{{clock_event="hw_power_brake"}} > 0')),
     Alert("K3GpuMissing", "gpu-count-below-spec", "DCGM_FI_DEV_GPU_TEMP",
-          "{{ $labels.host }} shows {{ $value }} GPUs, fewer than its board has", missing_gpus, for_="5m"),
+          "{{ $labels.host }} shows {{ $value }} GPUs, fewer than its board has", missing_nvidia_gpus, for_="5m"),
+    Alert("K3AmdGpuMissing", "gpu-count-below-spec", "gpu_nodes_total",
+          "{{ $labels.host }} shows {{ $value }} GPUs, fewer than its board has", missing_amd_gpus, for_="5m"),
     *xid_alerts(),
     Alert("K3InfinibandPortDown", "infiniband-port-degraded", "node_infiniband_state_id",
           "{{ $labels.device }} port {{ $labels.port }} of {{ $labels.host }} is not active",

@@ -19,12 +19,11 @@ import yaml
 from ..doctor.findings import EXPLAINED_BY
 from .alerts import rules_file
 from .dashboard import dashboard
-from .targets import JOBS, target_groups
+from .targets import JOBS, monitored, target_groups
 
 # dcgm-exporter collects every 30 s (`-c 30000`): a shorter scrape would read the same values again.
 SCRAPE_INTERVAL = "30s"
 RULES = "rules/k3ops.rules.yml"
-ALERTMANAGER = "localhost:9093"
 
 
 def target_file(job: str) -> str:
@@ -58,7 +57,7 @@ def write(out: Path, hosts: list[tuple[str, dict]], runbooks_url: str, alertmana
     header = f"# Made by `k3ops monitoring config` from {json.dumps(source)}; rewrite it rather than edit it.\n"
     documents = {
         "prometheus.yml": header + yaml.safe_dump(prometheus_config(alertmanager), sort_keys=False),
-        RULES: header + yaml.safe_dump(rules_file(hosts, runbooks_url), sort_keys=False, width=120),
+        RULES: header + yaml.safe_dump(rules_file(monitored(hosts), runbooks_url), sort_keys=False, width=120),
         "alertmanager.example.yml": header + yaml.safe_dump(alertmanager_example(), sort_keys=False),
         "dashboards/k3ops.json": json.dumps(dashboard(), indent=2) + "\n",
         **{target_file(job): json.dumps(groups, indent=2) + "\n" for job, groups in target_groups(hosts).items()},

@@ -58,14 +58,17 @@ def scrape_host(name: str, settings: HostSettings, job: ScrapeJob) -> str:
     return f"[{address}]" if ":" in address else address
 
 
+def monitored(hosts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The hosts whose data leaves monitoring on."""
+    return [(name, data) for name, data in hosts if settings_of(data).monitoring.monitoring]
+
+
 def target_groups(hosts: list[tuple[str, dict]]) -> dict[str, list[dict]]:
-    """Each job's file_sd groups (one per host: `{"targets": ["address:port"], "labels": {...}}`), for the hosts
-    whose data leaves monitoring on."""
+    """Each job's file_sd groups (one per host: `{"targets": ["address:port"], "labels": {...}}`) for the monitored
+    hosts among `hosts` (all of the inventory's, whose engine clusters give each host its rank)."""
     groups: dict[str, list[dict]] = {job.name: [] for job in JOBS}
-    for name, data in hosts:
+    for name, data in monitored(hosts):
         settings = settings_of(data)
-        if not settings.monitoring.monitoring:
-            continue
         rank = node_rank(name, hosts)
         for job in JOBS:
             port = job.port(settings, rank)

@@ -13,7 +13,8 @@ from pyinfra.facts.systemd import SystemdStatus
 
 from ..facts.amd import AmdgpuModule, RocmGpus
 from ..facts.boot import KernelCommandLine
-from ..facts.fabric import AcsEnabledBridges, InfinibandActiveMtu, InfinibandPorts, NvidiaFabricState, XgmiLinks
+from ..facts.fabric import AcsEnabledBridges, InfinibandActiveMtu, InfinibandPorts, XgmiLinks
+from ..facts.gpu_health import NvidiaGpuReport
 from ..facts.kernel import KernelModuleLoaded
 from ..facts.network import RdmaNics
 from ..facts.nvidia import FabricManager, NvidiaGpus, NvSwitches
@@ -139,9 +140,10 @@ def nvlink_fabric(host, spec: GpuHostSpec) -> Precheck:
     if wanted and not host.get_fact(FabricManager)["active"]:
         problems.append(f"{FABRIC_MANAGER} is not running")
     if spec.gpu_architecture == "Blackwell" or wanted:
-        problems += [f"GPU {gpu['gpu']}: fabric {gpu['state']}/{gpu['status']}"
-                     for gpu in host.get_fact(NvidiaFabricState) if (gpu["state"], gpu["status"]) != FABRIC_READY
-                     and (spec.gpu_architecture == "Blackwell" or gpu["state"] not in FABRIC_NOT_REPORTED)]
+        problems += [f"GPU {gpu['bus_id']}: fabric {gpu['fabric_state']}/{gpu['fabric_status']}"
+                     for gpu in host.get_fact(NvidiaGpuReport)
+                     if (gpu["fabric_state"], gpu["fabric_status"]) != FABRIC_READY
+                     and (spec.gpu_architecture == "Blackwell" or gpu["fabric_state"] not in FABRIC_NOT_REPORTED)]
     return Precheck("nvlink_fabric", tuple(problems))
 
 

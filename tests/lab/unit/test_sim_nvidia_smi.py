@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from k3ops.facts.fabric import NvidiaFabricState
+from k3ops.facts.gpu_health import NvidiaGpuReport
 from k3ops_lab.sim import daemons, nvidia_smi
 from k3ops_lab.sim.host import NVIDIA_MODULE_VERSION, PACKAGE_VERSIONS
 
@@ -218,17 +218,17 @@ def test_q_display_keeps_only_the_asked_sections(tmp_path, capsys):
 
 def fabric_states(out):
     """Each GPU's (State, Status) in the fabric, read by the fact the NVLink pre-check runs."""
-    return {(gpu["state"], gpu["status"]) for gpu in NvidiaFabricState().process(out.splitlines())}
+    return {(gpu["fabric_state"], gpu["fabric_status"]) for gpu in NvidiaGpuReport().process(out.splitlines())}
 
 
 @pytest.mark.parametrize("profile", ["h200x8", "b300x8"])
 def test_fabric_is_not_started_until_fabric_manager_configures_it(tmp_path, capsys, monkeypatch, profile):
     host, hardware = nvidia_host(tmp_path, profile=profile)
-    assert NvidiaFabricState().command == "nvidia-smi -q 2>/dev/null || true"
+    assert NvidiaGpuReport().command == "nvidia-smi -q 2>/dev/null || true"
     _, out, _ = run(nvidia_smi, capsys, host, "-q")
-    facts = NvidiaFabricState().process(out.splitlines())
-    assert facts == [{"gpu": f"0000{gpu['pci_bus_id'].upper()}", "state": "Not Started", "status": "N/A"}
-                     for gpu in hardware["gpus"]]
+    facts = NvidiaGpuReport().process(out.splitlines())
+    assert [(gpu["bus_id"], gpu["fabric_state"], gpu["fabric_status"]) for gpu in facts] == [
+        (f"0000{gpu['pci_bus_id'].upper()}", "Not Started", "N/A") for gpu in hardware["gpus"]]
     fabric = [(path[2], value) for path, value in q_entries(out) if path[1:2] == ("Fabric",) and len(path) == 3]
     assert fabric[:4] == [("State", "Not Started"), ("Status", "N/A"), ("CliqueId", "0"),
                           ("ClusterUUID", "00000000-0000-0000-0000-000000000000")]
