@@ -10,8 +10,10 @@ import os
 import pytest
 
 from k3ops.escape import systemd_assignment, systemd_command
+from k3ops.facts.nvidia import IMEX_CHANNEL, ImexChannel
 from k3ops.onhost import layout
 from k3ops_lab import faults
+from k3ops_lab.sim import boot as boot_layer
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
 from .conftest import (GPU_HOST_CHECKS, changed_operations, deploy_report, host_checks, k3ops, lab_inventory, on_host,
@@ -174,8 +176,7 @@ def test_drift_is_repaired_by_a_rerun(lab):
     # gpu-03 runs the amdgpu of the release before, as after a deploy killed before its reboot
     k3ops("lab", "fault", "gpu-03", "rocm-mismatch")
     # gpu-05's IMEX channel made by hand from the wrong line of /proc/devices (nvidia-uvm's major)
-    on_host("gpu-05", "rm /dev/nvidia-caps-imex-channels/channel0 && mknod -m 666 /dev/nvidia-caps-imex-channels/channel0"
-                      " c $(awk '$2 == \"nvidia-uvm\" {print $1}' /proc/devices) 0")
+    on_host("gpu-05", f"rm {IMEX_CHANNEL} && mknod -m 666 {IMEX_CHANNEL} c {boot_layer.NVIDIA_UVM_MAJOR} 0")
     drifted = host_checks("inventory/lab/hosts.py", *GPU_HOST_CHECKS)
     assert drifted.returncode != 0
     for symptom in ("test_driver_packages_are_held", "test_persistence_daemon", "test_docker_has_the_nvidia_runtime",
@@ -252,6 +253,6 @@ def test_an_nvlink_domain_tray_runs_imex_with_its_nodes_and_channel_after_a_rebo
     assert on_host("gpu-05", "systemctl is-active nvidia-imex").stdout.strip() == "active"
     assert on_host("gpu-05", "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split() == [
         on_host("gpu-05", "hostname -I").stdout.split()[0]]
-    registered = on_host("gpu-05", "awk '$2 == \"nvidia-caps-imex-channels\" {print $1}' /proc/devices").stdout.strip()
-    node = on_host("gpu-05", "stat -c '%F %t %T %a' /dev/nvidia-caps-imex-channels/channel0").stdout.strip()
-    assert registered and node == f"character special file {int(registered):x} 0 666"
+    channel = ImexChannel().process(on_host("gpu-05", ImexChannel.command).stdout.splitlines())
+    assert channel["ready"] and channel["registered_major"] == boot_layer.NVIDIA_CAPS_IMEX_MAJOR, channel
+    assert on_host("gpu-05", f"stat -c %a {IMEX_CHANNEL}").stdout.strip() == "666"

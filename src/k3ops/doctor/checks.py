@@ -161,13 +161,13 @@ def kernel_xids(host, specs: HostSpecs) -> CheckResult:
             result.notes += lone.notes
             continue
         named = f" (named by Xid {event['xid']}: the GPU's own fault)" if event["caused_by"] else ""
-        if entry.kind == "application" or entry.severity == "info":
+        runbook = xids.runbook(entry)
+        if runbook is None:  # an application's fault, or a note
             result.notes.append(f"{line}: {entry.meaning}; {entry.action}")
             continue
         if entry.kind == "memory":  # the GPU's memory state now (gpu-memory) decides, not the event: a reset clears it
             result.notes.append(f"{line}: {entry.meaning}{named}; see the gpu-memory check for the GPU's state now")
             continue
-        runbook = xids.runbook(entry)
         # A GPU off the bus is gone from nvidia-smi: its PCI address is all that names it then.
         variables = {"GPU_PCI": event["pci"], **({"GPU": str(gpu_by_pci[event["pci"].lower()])}
                                                 if event["pci"].lower() in gpu_by_pci else {})}

@@ -98,6 +98,7 @@ DMON_FIELDS = {
 }
 PROFILING_RATIOS = range(1001, 1009)
 PROFILING_BYTE_RATES = range(1009, 1013)
+PROFILING_FIELDS = range(PROFILING_RATIOS.start, PROFILING_BYTE_RATES.stop)
 # DeviceMonitor prints a blank value as this: a profiling field's first tick, before its first sample
 # (the 8-GPU capture in NVIDIA/DCGM issue 244: every cell N/A, then values).
 DMON_BLANK = "N/A"
@@ -311,7 +312,7 @@ def dmon(host: SimHost, options: dict[str, str]) -> int:
             row = f"{f'GPU {gpu.index}':<{DMON_ENTITY_WIDTH}}"
             for field in field_ids:
                 width = DMON_FIELDS[field][2] + DMON_VALUE_EXTRA + DMON_PADDING
-                value = DMON_BLANK if tick == 0 and field >= PROFILING_RATIOS.start else _dmon_value(field, gpu)
+                value = DMON_BLANK if tick == 0 and field in PROFILING_FIELDS else _dmon_value(field, gpu)
                 row += f"{value:<{width}}"
             lines.append(row)
     print("\n".join(lines))
