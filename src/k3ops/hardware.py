@@ -96,3 +96,9 @@ DMABUF_MINIMUM_KERNEL = (5, 12)
 def kernel_supports_dmabuf(release: str) -> bool:
     major, minor = (int(part) for part in release.split(".")[:2])
     return (major, minor) >= DMABUF_MINIMUM_KERNEL
+
+
+# The DCGM exporter release NVIDIA builds on each DCGM release (its image tags: 4.4.1-4.6.0 is exporter 4.6.0 on
+# DCGM 4.4.1), as the CUDA repository's datacenter-gpu-manager-exporter package versions it. An exporter needs a host
+# engine at least as new as the one it was built on.
+DCGM_EXPORTER_PAIRS = {"4.4.1": "4.6.0-1"}

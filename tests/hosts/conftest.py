@@ -53,7 +53,8 @@ def _hosts(config):
 
 
 def pytest_generate_tests(metafunc):
-    """Parametrize by host; a test that takes `model` (or `engine`) runs on the hosts whose data names one."""
+    """Parametrize by host; a test that takes `model` (or `engine`) runs on the hosts whose data names one, one that
+    takes `monitoring` on the hosts whose exporters are on."""
     if "host" not in metafunc.fixturenames:
         return
     vendors = metafunc.definition.get_closest_marker("applies_to")
@@ -62,7 +63,9 @@ def pytest_generate_tests(metafunc):
                 if (vendors is None or spec.gpu_vendor in vendors.args)
                 and (role is None or role.args[0] == ("head" if host.node_rank == 0 else "worker"))]
     for name, read in (("engine", lambda data: settings_of(data).engine.engine),
-                       ("model", lambda data: settings_of(data).model)):
+                       ("model", lambda data: settings_of(data).model),
+                       ("monitoring", lambda data: settings_of(data).monitoring if settings_of(data).monitoring.monitoring
+                        else None)):
         if name in metafunc.fixturenames:
             cases = [(host, spec, read(host.inventory_data)) for host, spec in selected]
             cases = [case for case in cases if case[2] is not None and getattr(case[2], "model", True) is not None]

@@ -3,7 +3,8 @@
 import pytest
 
 from k3ops.hardware import AMD_KERNEL_ARGUMENTS
-from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs
+from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion
+from k3ops.onhost.drivers import amdgpu_differs
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.boot import KernelCommandLine
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_differs, amdgpu_release
+from k3ops.facts.amd import AmdgpuModule, RocmGpus, RocmVersion, amdgpu_release
+from k3ops.onhost.drivers import amdgpu_differs
 from k3ops_lab.sim import rocm_smi
 from k3ops_lab.sim.host import AMDGPU_MODULE_VERSION, ROCM_VERSION_FILE
 

@@ -177,9 +177,31 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
         series("up", 'job="engine",instance="10.0.0.2:8000",host="h200-02"', "1x10"),
         series("gpu_nodes_total", f'hostname="mi355x-01",{target("amd", "mi355x-01", 5000, "mi355x8")}', "8 8 7x8"),
         series("gpu_nodes_total", f'hostname="mi355x-02",{target("amd", "mi355x-02", 5000, "mi355x8")}', "8x10"),
+        # node_exporter's systemd collector and k3ops' textfile series
+        series("node_systemd_unit_state", f'{node},name="nvidia-persistenced.service",state="active",type="simple"',
+               "1 1 0x8"),
+        series("node_systemd_unit_state", f'{healthy_node},name="nvidia-persistenced.service",state="active",'
+               'type="simple"', "1x10"),
+        series("k3ops_gpu_driver_mismatch", f'{node},module="nvidia"', "0 1x15"),
+        series("k3ops_gpu_driver_mismatch", f'{healthy_node},module="nvidia"', "0x15"),
+        series("k3ops_gpu_driver_mismatch", f'{target("node", "mi355x-01", 9100, "mi355x8")},module="amdgpu"',
+               "1x15"),
+        series("k3ops_model_verified", f'{node},model="kimi-k3"', "1 1 0x8"),
+        series("k3ops_model_verified", f'{healthy_node},model="kimi-k3"', "1x10"),
+        series("k3ops_fabric_check_passed", f'{node},verdict="fail"', "0x10"),
+        series("k3ops_fabric_check_passed", f'{healthy_node},verdict="pass"', "1x10"),
+        # h200-02 is drained by a live rollout (deadline 1h ahead); mi355x-01 was left past its deadline (60 s
+        # after the epoch the test starts at)
+        series("k3ops_maintenance", f'{healthy_node},state="live",by="k3ops upgrade"', "1x10"),
+        series("k3ops_maintenance_deadline_timestamp_seconds", healthy_node, "3600x10"),
+        series("k3ops_maintenance", f'{target("node", "mi355x-01", 9100, "mi355x8")},state="live",by="ops"',
+               "1x10"),
+        series("k3ops_maintenance_deadline_timestamp_seconds", target("node", "mi355x-01", 9100, "mi355x8"),
+               "60x10"),
     ]
     dcgm = lambda index: labels_of(gpu(index))  # noqa: E731
     node_labels = labels_of(node)
+    amd_node = labels_of(target("node", "mi355x-01", 9100, "mi355x8"))
     window = {"window_size_in_ms": "300000"}
     tests = [
         alert("K3GpuRowRemapFailure", "3m", firing(rules, "K3GpuRowRemapFailure", dcgm(3),
@@ -211,6 +233,30 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
         alert("K3EngineDown", "5m", firing(rules, "K3EngineDown",
                                            {"job": "engine", "instance": "10.0.0.1:8000", "host": "h200-01"},
                                            "The engine of h200-01 does not answer Prometheus")),
+        alert("K3PersistencedDown", "5m", firing(
+            rules, "K3PersistencedDown", {**node_labels, "name": "nvidia-persistenced.service", "state": "active",
+                                          "type": "simple"},
+            "nvidia-persistenced is not running on h200-01")),
+        alert("K3NvidiaDriverMismatch", "12m", firing(
+            rules, "K3NvidiaDriverMismatch", {**node_labels, "module": "nvidia"},
+            "The NVIDIA kernel module of h200-01 is not the installed driver's: reboot it")),
+        alert("K3NvidiaDriverMismatch", "8m"),  # not yet 10 minutes: a reboot may be under way
+        alert("K3AmdDriverMismatch", "12m", firing(
+            rules, "K3AmdDriverMismatch", {**amd_node, "module": "amdgpu"},
+            "The amdgpu module of mi355x-01 is not the installed ROCm's: reboot it")),
+        alert("K3CheckpointNotVerified", "3m", firing(
+            rules, "K3CheckpointNotVerified", {**node_labels, "model": "kimi-k3"},
+            "The active checkpoint of kimi-k3 on h200-01 failed its last verification")),
+        alert("K3FabricCheckFailed", "3m", firing(rules, "K3FabricCheckFailed", {**node_labels, "verdict": "fail"},
+                                                  "The last fabric check of h200-01 did not pass")),
+        alert("K3HostLeftInMaintenance", "3m", firing(
+            rules, "K3HostLeftInMaintenance", amd_node,
+            "mi355x-01 is out of service past its maintenance deadline, or a rollout failed on it")),
+        alert("K3HostInMaintenance", "3m",
+              firing(rules, "K3HostInMaintenance", {**labels_of(healthy_node), "state": "live", "by": "k3ops upgrade"},
+                     "h200-02 is in maintenance (k3ops upgrade): its other alerts are held back"),
+              firing(rules, "K3HostInMaintenance", {**amd_node, "state": "live", "by": "ops"},
+                     "mi355x-01 is in maintenance (ops): its other alerts are held back")),
     ]
     (tmp_path / "test.yml").write_text(yaml.safe_dump({
         "rule_files": ["k3ops.rules.yml"], "evaluation_interval": "1m",

@@ -21,11 +21,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from k3ops.hardware import DCGM_EXPORTER_PAIRS
+
 from . import cache, state
 
 NVIDIA_DRIVER_VERSIONS = ("570.195.03", "580.105.08", "580.126.09")
 CONTAINER_TOOLKIT_VERSIONS = ("1.17.8-1", "1.18.0-1")
 DCGM_VERSION = "1:4.4.1-1"
+DCGM_EXPORTER_VERSION = DCGM_EXPORTER_PAIRS[DCGM_VERSION.split(":")[-1].split("-")[0]]  # what production pairs
+# The packaged counters file's first fields (the exporter's own default is longer; k3ops replaces it with -f).
+DCGM_EXPORTER_DEFAULT_COUNTERS = ("# DCGM FIELD, Prometheus metric type, help message\n"
+                                  "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+                                  "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n")
 NCCL_VERSION = "2.28.7-1+cuda13.0"
 NCCL_TESTS_VERSION = "2.17.6-1"
 DOCA_VERSION = "3.1.0"
@@ -244,6 +251,21 @@ def nvidia_tools_packages() -> list[Package]:
         ),
         Package("datacenter-gpu-manager-4-cuda13", DCGM_VERSION, "NVIDIA DCGM for CUDA 13",
                 depends=f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})"),
+        Package(
+            "datacenter-gpu-manager-exporter", DCGM_EXPORTER_VERSION, "NVIDIA DCGM Exporter",
+            depends="datacenter-gpu-manager-4-core",
+            files={
+                **tool("/usr/bin/dcgm-exporter", "dcgm_exporter"),
+                "/etc/dcgm-exporter/default-counters.csv": DCGM_EXPORTER_DEFAULT_COUNTERS,
+                # NVIDIA/dcgm-exporter's packaged unit, as packaging/config-files/systemd ships it.
+                "/lib/systemd/system/nvidia-dcgm-exporter.service": (
+                    "[Unit]\nDescription=NVIDIA DCGM-exporter service\nWants=nvidia-dcgm.service\n"
+                    "After=nvidia-dcgm.service\n\n[Service]\nUser=root\nPrivateTmp=false\n\n"
+                    "StandardOutput=append:/var/dcgm-exporter.log\nStandardError=append:/var/dcgm-exporter.log\n\n"
+                    "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv\n\n"
+                    "Restart=on-abort\n\n[Install]\nWantedBy=multi-user.target\n"),
+            },
+        ),
         Package("libnccl2", NCCL_VERSION, "NVIDIA Collective Communication Library (NCCL) runtime",
                 files={"/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.7": "simulated NCCL\n"},
                 links={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": "libnccl.so.2.28.7"}),
@@ -371,7 +393,8 @@ def build(log=print) -> Path:
             subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True)
 
     sources = b"".join(path.read_bytes() for path in sorted(KMOD_SOURCE.glob("*.c")))
-    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + sources + os.uname().release.encode()).hexdigest()[:12]
+    fingerprint = hashlib.sha256(Path(__file__).read_bytes() + sources + os.uname().release.encode()
+                                 + DCGM_EXPORTER_VERSION.encode()).hexdigest()[:12]
     return cache.entry(state.CACHE_DIR / "vendor-repo" / fingerprint, "simulated vendor repositories", signed_tree,
                        check, log)
 

@@ -1,5 +1,5 @@
 """The whole GPU host: the vendors' apt sources, the base, a container runtime, the vendor's driver stack the
-host's spec names, then the tools that check its fabric.
+host's spec names, the tools that check its fabric, then the exporters that watch it.
 
 Every vendor source and pin goes in first, so that apt's lists are refreshed once: each refresh reads every list
 again (13-16 s on a slow host), and a first deploy used to refresh once per vendor."""
@@ -22,6 +22,7 @@ from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime, docker_sources
 from .gpudirect import PEERMEM_MODULE
+from .monitoring import monitoring
 from .nccl_tests import doca_sources, nccl_tests
 from .nvidia import nvidia, nvidia_sources
 from .rocm import rocm, rocm_sources
@@ -52,3 +53,4 @@ def gpu_host() -> None:
     elif spec.gpu_vendor == "amd":
         rocm(driver_sources)
     nccl_tests()
+    monitoring()

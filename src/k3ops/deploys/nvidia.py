@@ -21,6 +21,7 @@ from ..settings.host import GpuHostSpec
 from ..vendor_units import DCGM, DOCKER, PERSISTENCED
 from . import rendered
 from .gpudirect import gpudirect_rdma
+from .monitoring import dcgm_exporter
 from .nvlink import fabric_packages, nvlink_fabric, wants_fabric_manager
 from .reboot import reboot_if_needed, refuse_release_change_while_serving
 from .secure_boot import refuse_unsigned_modules
@@ -128,6 +129,7 @@ def nvidia() -> None:
         packages.held_at(name=f"Install DCGM {spec.dcgm_version}", packages=dcgm_packages(spec),
                          version=spec.dcgm_version)
         units.service(name="Enable DCGM", unit=DCGM, running=True, enabled=True, _if=driver_loaded)
+        dcgm_exporter(spec, driver_loaded)
 
     packages.held_at(name=f"Install NVIDIA Container Toolkit {spec.container_toolkit_version}",
                      packages=container_toolkit_packages(), version=spec.container_toolkit_version)

@@ -12,7 +12,8 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 from pyinfra.operations.util import any_changed
 
-from ..facts.amd import AmdgpuModule, amdgpu_differs, amdgpu_release
+from ..facts.amd import AmdgpuModule, amdgpu_release
+from ..onhost.drivers import amdgpu_differs
 from ..facts.apt import AptPolicyVersion
 from ..facts.boot import KernelCommandLine
 from ..facts.memo import remembered

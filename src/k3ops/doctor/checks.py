@@ -16,7 +16,8 @@ from typing import Any
 
 from ..engines.recipes import RECIPES
 from ..engines.units import engine_urls
-from ..facts.amd import AmdgpuModule, amdgpu_differs
+from ..facts.amd import AmdgpuModule
+from ..onhost.drivers import amdgpu_differs
 from ..facts.apt import AptPolicyVersion
 from ..facts.boot import SecureBoot
 from ..facts.checkpoint import ModelCheckpoints

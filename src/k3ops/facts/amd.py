@@ -8,6 +8,7 @@ import re
 from pyinfra.api import FactBase
 from typing_extensions import override
 
+from ..onhost.drivers import amdgpu_differs
 from .util import first_line
 
 ROCM_SMI_CARD_REGEX = r"^card(\d+)$"
@@ -65,13 +66,6 @@ class AmdgpuModule(FactBase[str | None]):
     @override
     def process(self, output):
         return first_line(output)
-
-
-def amdgpu_differs(loaded: str | None, installed: str | None) -> bool:
-    """Whether a loaded amdgpu module (AmdgpuModule) is another build than the amdgpu-dkms package installed
-    (AptPolicyVersion): package 1:6.14.14.70002-2187269 carries module 6.14.14. Until the host reboots, ROCm's
-    userspace and its kernel driver differ."""
-    return bool(loaded and installed) and not installed.split(":")[-1].startswith(loaded + ".")
 
 
 def amdgpu_release(loaded: str | None, installed: str | None) -> str | None:

@@ -8,6 +8,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
+from ..onhost.drivers import nvml_version
 from ..vendor_units import FABRIC_MANAGER
 from .util import NvidiaSmiFact, pci_bus_ids, pci_functions_command
 
@@ -27,7 +28,6 @@ NVIDIA_SMI_FAILURES = {
 }
 # A proprietary (non-GPL) module taints the kernel with P; the open module does not.
 PROPRIETARY_TAINT = "P"
-NVML_LIBRARY_REGEX = r"/libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$"
 NVIDIA_PCI_VENDOR = "0x10de"
 NVSWITCH_PCI_CLASS = "0x0680"
 # `dpkg-query` lines of an installed Fabric Manager: nvidia-fabricmanager (580+) or -<branch> (before).
@@ -147,8 +147,7 @@ class NvidiaUserspaceVersion(FactBase[str | None]):
 
     @override
     def process(self, output):
-        library = re.search(NVML_LIBRARY_REGEX, "\n".join(output).strip())
-        return library.group(1) if library else None
+        return nvml_version("\n".join(output))
 
 
 class NvSwitches(FactBase[list[str]]):

@@ -16,11 +16,15 @@ from ..doctor.runbooks import runbooks
 from ..escape import promql_string, re2_literal
 from ..hardware import BOARD_PROFILES
 from ..settings import settings_of
+from ..vendor_units import PERSISTENCED
 
 # dcgm-exporter's windowed counts (DCGM_EXP_*, off in its default counters: the fleet's counters file turns them
 # on): an Xid's count in the last window, labelled with the Xid; a clock event's, with its name.
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 CLOCK_EVENTS_COUNT = "DCGM_EXP_CLOCK_EVENTS_COUNT"
+DRIVER_MISMATCH = "k3ops_gpu_driver_mismatch"
+MAINTENANCE = "k3ops_maintenance"
+MAINTENANCE_ALERT = "K3HostInMaintenance"
 INFINIBAND_ACTIVE = 4  # node_infiniband_state_id: "4: active"
 ALERT_NAME_REGEX = r"^K3[A-Z][A-Za-z0-9]+$"
 
@@ -130,6 +134,28 @@ ALERTS = (
           model_cache_short, for_="5m"),
     Alert("K3EngineDown", "engine-not-running", "up", "The engine of {{ $labels.host }} does not answer Prometheus",
           always('up{job="engine"} == 0'), for_="2m"),
+    # k3ops' own series (node_exporter's textfile collector) and the GPU units' states (its systemd collector)
+    Alert("K3PersistencedDown", "persistenced-down", "node_systemd_unit_state",
+          "nvidia-persistenced is not running on {{ $labels.host }}",
+          always(f'node_systemd_unit_state{{name="{PERSISTENCED}.service",state="active"}} == 0'), for_="2m"),
+    Alert("K3NvidiaDriverMismatch", "nvml-driver-mismatch", DRIVER_MISMATCH,
+          "The NVIDIA kernel module of {{ $labels.host }} is not the installed driver's: reboot it",
+          always(f'{DRIVER_MISMATCH}{{module="nvidia"}} == 1'), for_="10m"),
+    Alert("K3AmdDriverMismatch", "rocm-driver-mismatch", DRIVER_MISMATCH,
+          "The amdgpu module of {{ $labels.host }} is not the installed ROCm's: reboot it",
+          always(f'{DRIVER_MISMATCH}{{module="amdgpu"}} == 1'), for_="10m"),
+    Alert("K3CheckpointNotVerified", "checkpoint-corrupt", "k3ops_model_verified",
+          "The active checkpoint of {{ $labels.model }} on {{ $labels.host }} failed its last verification",
+          always("k3ops_model_verified == 0")),
+    Alert("K3FabricCheckFailed", "nccl-check-failed", "k3ops_fabric_check_passed",
+          "The last fabric check of {{ $labels.host }} did not pass", always("k3ops_fabric_check_passed == 0")),
+    Alert("K3HostLeftInMaintenance", "host-left-in-maintenance", MAINTENANCE,
+          "{{ $labels.host }} is out of service past its maintenance deadline, or a rollout failed on it",
+          always(f'{MAINTENANCE}{{state="failed"}} == 1 or {MAINTENANCE}_deadline_timestamp_seconds < time()')),
+    # No page: while it fires, Alertmanager holds back the host's other alerts (alertmanager.example.yml).
+    Alert(MAINTENANCE_ALERT, "host-left-in-maintenance", MAINTENANCE,
+          "{{ $labels.host }} is in maintenance ({{ $labels.by }}): its other alerts are held back",
+          always(f"{MAINTENANCE} == 1"), severity="info"),
 )
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from .. import maintenance
 from ..doctor.findings import EXPLAINED_BY
-from .alerts import rules_file
+from .alerts import MAINTENANCE_ALERT, rules_file
 from .dashboard import dashboard
 from .targets import JOBS, monitored, target_groups
 
@@ -47,8 +48,12 @@ def alertmanager_example() -> dict:
         "route": {"receiver": "team", "group_by": ["alertname", "host"],
                   "routes": [{"receiver": "pager", "matchers": ['severity="critical"']}]},
         "receivers": [{"name": "team"}, {"name": "pager"}],
-        "inhibit_rules": [{"source_matchers": [f'runbook="{cause}"'], "target_matchers": [f'runbook="{effect}"'],
-                           "equal": ["host"]} for effect, cause in sorted(EXPLAINED_BY.items())],
+        "inhibit_rules": [
+            *({"source_matchers": [f'runbook="{cause}"'], "target_matchers": [f'runbook="{effect}"'],
+               "equal": ["host"]} for effect, cause in sorted(EXPLAINED_BY.items())),
+            # a host in maintenance pages no one, unless it stays there past its deadline
+            {"source_matchers": [f'alertname="{MAINTENANCE_ALERT}"'],
+             "target_matchers": [f'runbook!="{maintenance.RUNBOOK}"'], "equal": ["host"]}],
     }
 
 

@@ -49,12 +49,13 @@ def host_labels(name: str, settings: HostSettings, rank: int) -> dict[str, str]:
 
 
 def scrape_host(name: str, settings: HostSettings, job: ScrapeJob) -> str:
-    """The host part of an exporter's address: where peers reach the host, unless the engine binds one address of
-    its own (IPv6 in brackets, as a target names it)."""
+    """The host part of an exporter's address: where peers reach the host, unless the exporter (or the engine) binds
+    one address of its own (IPv6 in brackets, as a target names it)."""
     engine = settings.engine.engine
     address = settings.model.address_for_peers(name)
-    if job.name == "engine" and not ipaddress.ip_address(engine.host).is_unspecified:
-        address = engine.host
+    bound = engine.host if job.name == "engine" else settings.monitoring.exporter_address
+    if not ipaddress.ip_address(bound).is_unspecified:
+        address = bound
     return f"[{address}]" if ":" in address else address
 
 

@@ -51,6 +51,16 @@ MAINTENANCE_MARKER = f"{STATE_DIR}/maintenance.json"
 # Held by every controller that changes the marker (k3ops.maintenance.compare_and_set).
 MAINTENANCE_LOCK = f"{STATE_DIR}/maintenance.lock"
 
+# What only k3ops knows about a host, as Prometheus series: written by METRICS_COMMAND (run by its timer) into
+# the directory Debian's node_exporter reads its textfile collector from (its packaged default).
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+METRICS_FILE = f"{TEXTFILE_DIR}/k3ops.prom"
+METRICS_COMMAND = f"{INSTALL_DIR}/bin/k3ops-metrics"
+METRICS_SERVICE = "k3ops-metrics.service"
+METRICS_TIMER = "k3ops-metrics.timer"
+# The fields NVIDIA's DCGM exporter reads (its -f file): its defaults and the fleet's additions.
+DCGM_EXPORTER_COUNTERS = f"{CONFIG_DIR}/dcgm-exporter-counters.csv"
+
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"
 VERIFY_TIMER_TEMPLATE = "k3ops-model-verify@.timer"

@@ -18,6 +18,7 @@ from .controller import controller_errors
 from .engine import EngineHostSpec
 from .fabric import FabricCheckSpec
 from ..forms import network_address
+from ..hardware import DCGM_EXPORTER_PAIRS
 from .host import GpuHostSpec
 from .model import ModelHostSpec
 from .monitoring import MonitoringSpec
@@ -45,6 +46,17 @@ class HostSettings(BaseModel):
     def _flat_data(cls, data):
         """Inventory data is flat (`hardware_profile = ...`): each spec takes the keys it knows from all of it."""
         return {name: data for name in cls.model_fields}
+
+    @model_validator(mode="after")
+    def _exporter_paired_with_dcgm(self) -> HostSettings:
+        """A monitored NVIDIA host runs DCGM's exporter, at the release paired with its DCGM."""
+        gpu = self.gpu
+        if (self.monitoring.monitoring and gpu.gpu_vendor == "nvidia" and gpu.dcgm
+                and gpu.dcgm_exporter_package_version is None):
+            raise ValueError(f"dcgm_exporter_version: k3ops knows no DCGM exporter release paired with DCGM "
+                             f"{gpu.dcgm_release} (it knows {', '.join(sorted(DCGM_EXPORTER_PAIRS))}); set the "
+                             "exporter's package version that NVIDIA builds on that DCGM")
+        return self
 
 
 SPECS = tuple(field.annotation for field in HostSettings.model_fields.values())

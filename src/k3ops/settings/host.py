@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..hardware import BOARD_PROFILES, GPU_MODELS, BoardProfile, ROCM_MINIMUM_BY_ARCHITECTURE, cuda_supported_by
+from ..hardware import (BOARD_PROFILES, DCGM_EXPORTER_PAIRS, GPU_MODELS, BoardProfile, ROCM_MINIMUM_BY_ARCHITECTURE,
+                        cuda_supported_by)
 from ..onhost.layout import NCCL_USER, PEER_USER
 from ..forms import PLAIN_HTTP_SETTING, http_url, https_unless_allowed
 
@@ -37,6 +38,7 @@ FORMS = {
     "required_cuda": (CUDA_VERSION, "a CUDA version like '13.0'"),
     "container_toolkit_version": (TOOLKIT_VERSION, "a package version like '1.18.0-1'"),
     "dcgm_version": (DCGM_VERSION, "a package version like '1:4.4.1-1'"),
+    "dcgm_exporter_version": (TOOLKIT_VERSION, "a package version like '4.6.0-1'"),
 }
 
 
@@ -107,6 +109,9 @@ class GpuHostSpec(BaseModel):
     fabric_manager: Literal["auto", "on", "off"] = Field("auto", description="auto: on where the host has NVSwitches")
     dcgm: bool = Field(True, description="install and run DCGM (nvidia-dcgm)")
     dcgm_version: str = Field("1:4.4.1-1", description="exact DCGM package version, pinned and held")
+    dcgm_exporter_version: str | None = Field(
+        None, description="exact package version of NVIDIA's DCGM exporter, pinned and held; unset: the release "
+                          "NVIDIA pairs with dcgm_version")
     gpudirect_rdma: Literal["auto", "peermem", "dmabuf", "off"] = Field(
         "auto", description="GPUDirect RDMA for the NICs: auto loads nvidia-peermem where the host has RDMA NICs; "
                             "dmabuf uses the kernel's DMA-BUF instead (open modules, kernel 5.12+)")
@@ -189,9 +194,9 @@ class GpuHostSpec(BaseModel):
 
     @field_validator(*FORMS)
     @classmethod
-    def _in_form(cls, value: str, info) -> str:
+    def _in_form(cls, value: str | None, info) -> str | None:
         pattern, example = FORMS[info.field_name]
-        if not pattern.fullmatch(value):
+        if value is not None and not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not {example}")
         return value
 
@@ -240,6 +245,16 @@ class GpuHostSpec(BaseModel):
             raise ValueError(
                 f"rocm_release: {self.rocm_release} does not support the {self.gpu_model} ({self.gpu_architecture}), "
                 f"which needs ROCm {minimum} or newer (e.g. {GpuHostSpec.model_fields['rocm_release'].default})")
+
+    @property
+    def dcgm_release(self) -> str:
+        """The DCGM release of dcgm_version: 1:4.4.1-1 is 4.4.1."""
+        return self.dcgm_version.split(":")[-1].split("-")[0]
+
+    @property
+    def dcgm_exporter_package_version(self) -> str | None:
+        """The DCGM exporter's package version: the data's, or the release paired with DCGM's (None: unknown)."""
+        return self.dcgm_exporter_version or DCGM_EXPORTER_PAIRS.get(self.dcgm_release)
 
     @property
     def driver_branch(self) -> int:

@@ -1,0 +1,113 @@
+"""The host watched between commands: Debian's node_exporter with k3ops' own series in its textfile collector, and
+NVIDIA's DCGM exporter beside DCGM, each listening where the host's data says (`k3ops monitoring config` points
+Prometheus at them).
+
+The exporters' listen addresses and flags are k3ops': a drop-in replaces each packaged ExecStart, written before the
+package is installed, so that the service its postinst starts already listens where it should. DCGM's exporter
+talks to the host's one nv-hostengine (`-r`), as `dcgmi diag` does, instead of starting an embedded one that would
+compete with it for the profiling counters, and restarts on any failure (its packaged unit only on an abort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import systemd
+
+from ..escape import systemd_command
+from ..onhost import layout
+from ..onhost.layout import ENGINE_UNIT
+from ..operations import owned_files, packages, units
+from ..settings import host_settings
+from ..settings.host import GpuHostSpec
+from ..vendor_units import DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, IMEX, NODE_EXPORTER, PERSISTENCED
+from . import rendered
+from .onhost import onhost_command, onhost_package
+
+NODE_EXPORTER_PROGRAM = "/usr/bin/prometheus-node-exporter"
+DCGM_EXPORTER_PACKAGE = "datacenter-gpu-manager-exporter"
+DCGM_EXPORTER_PROGRAM = "/usr/bin/dcgm-exporter"
+HOSTENGINE = "localhost:5555"  # nv-hostengine's own address
+# The units whose state node_exporter's systemd collector reports, for the alert rules: the GPU stack's and the
+# engine's.
+WATCHED_UNITS = tuple(f"{unit}.service" for unit in (FABRIC_MANAGER, PERSISTENCED, DCGM, IMEX, DOCKER))
+METRICS_INTERVAL_SECONDS = 30  # Prometheus' usual scrape interval: a series is never more than one scrape old
+
+
+def drop_in(unit: str) -> str:
+    return f"/etc/systemd/system/{unit}.service.d/k3ops.conf"
+
+
+def node_exporter_command(listen: str) -> list[str]:
+    """node_exporter's command line: the textfile collector where k3ops writes, and the watched units' states."""
+    units = "|".join(name.replace(".", r"\.") for name in (*WATCHED_UNITS, ENGINE_UNIT))
+    return [NODE_EXPORTER_PROGRAM, f"--web.listen-address={listen}",
+            f"--collector.textfile.directory={layout.TEXTFILE_DIR}",
+            "--collector.systemd", f"--collector.systemd.unit-include=({units})"]
+
+
+def dcgm_exporter_command(listen: str) -> list[str]:
+    return [DCGM_EXPORTER_PROGRAM, "-r", HOSTENGINE, "-f", layout.DCGM_EXPORTER_COUNTERS, "-a", listen]
+
+
+def exporter_drop_in(unit: str, argv: list[str], why: str, requires: str | None = None):
+    """The drop-in that runs an exporter k3ops' way, and systemd told of it."""
+    written = owned_files.config_file(
+        name=f"Drop-in {drop_in(unit)}", path=drop_in(unit),
+        content=rendered("systemd/exporter-dropin.conf.j2", why=why, exec_start=systemd_command(argv),
+                         requires=requires))
+    systemd.daemon_reload(name=f"Reload systemd for {unit}'s drop-in", _if=written.did_change)
+    return written
+
+
+@deploy("Monitoring")
+def monitoring() -> None:
+    settings = host_settings(host)
+    if not settings.monitoring.monitoring:
+        host.noop("monitoring is off for this host")
+        return
+    listen = settings.monitoring.listen(settings.monitoring.node_exporter_port)
+    flags = exporter_drop_in(NODE_EXPORTER, node_exporter_command(listen),
+                             "node_exporter's listen address, k3ops' textfile series and the GPU units' states")
+    packages.installed(name="Install node_exporter (Debian's prometheus-node-exporter)", packages=[NODE_EXPORTER])
+    units.service(name="Run node_exporter", unit=NODE_EXPORTER, running=True, enabled=True)
+    units.service(name="Restart node_exporter with its new flags", unit=NODE_EXPORTER, restarted=True,
+                  _if=flags.did_change)
+    k3ops_metrics()
+
+
+def k3ops_metrics() -> None:
+    """k3ops' own series, written for node_exporter by a timer."""
+    onhost_package()
+    onhost_command(layout.METRICS_COMMAND, "k3ops-metrics.j2")
+    written = [owned_files.config_file(name=f"Unit {name}", path=f"/etc/systemd/system/{name}",
+                                       content=rendered(f"systemd/{name}.j2", layout=layout,
+                                                        interval=METRICS_INTERVAL_SECONDS))
+               for name in (layout.METRICS_SERVICE, layout.METRICS_TIMER)]
+    systemd.daemon_reload(name="Reload systemd for the metrics units",
+                          _if=lambda: any(unit.did_change() for unit in written))
+    units.service(name=f"Write k3ops' metrics every {METRICS_INTERVAL_SECONDS} s", unit=layout.METRICS_TIMER,
+                  running=True, enabled=True)
+    units.service(name="Restart the metrics timer on its new schedule", unit=layout.METRICS_TIMER, restarted=True,
+                  _if=written[1].did_change)
+
+
+def dcgm_exporter(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
+    """NVIDIA's DCGM exporter at the release paired with DCGM, pinned and held with it, reading the fleet's
+    counters from the host's nv-hostengine."""
+    monitoring = host_settings(host).monitoring
+    if not monitoring.monitoring:
+        return
+    counters = owned_files.config_file(name=f"The DCGM exporter's counters {layout.DCGM_EXPORTER_COUNTERS}",
+                                       path=layout.DCGM_EXPORTER_COUNTERS,
+                                       content=rendered("k3ops/dcgm-exporter-counters.csv"))
+    flags = exporter_drop_in(DCGM_EXPORTER, dcgm_exporter_command(monitoring.listen(monitoring.dcgm_exporter_port)),
+                             "the DCGM exporter reads the host's nv-hostengine, k3ops' counters, restarts on failure",
+                             requires=f"{DCGM}.service")
+    packages.held_at(name=f"Install the DCGM exporter {spec.dcgm_exporter_package_version}",
+                     packages=[DCGM_EXPORTER_PACKAGE], version=spec.dcgm_exporter_package_version)
+    units.service(name="Run the DCGM exporter", unit=DCGM_EXPORTER, running=True, enabled=True, _if=driver_loaded)
+    units.service(name="Restart the DCGM exporter with its new counters or flags", unit=DCGM_EXPORTER,
+                  restarted=True, _if=lambda: (counters.did_change() or flags.did_change()) and driver_loaded())
