@@ -6,13 +6,17 @@ from __future__ import annotations
 import base64
 import json
 import os
+import urllib.request
 
 import pytest
 
 from k3ops.escape import systemd_assignment, systemd_command
+from k3ops.facts.monitoring import exposition
 from k3ops.facts.nvidia import IMEX_CHANNEL, ImexChannel
 from k3ops.onhost import layout
+from k3ops.vendor_units import DCGM_EXPORTER, NODE_EXPORTER
 from k3ops_lab import faults
+from k3ops_lab.inventory import groups
 from k3ops_lab.sim import boot as boot_layer
 
 from ..engine_units import DIGEST, engine_variables, rendered_units, rendered_watchdog_command
@@ -256,3 +260,29 @@ def test_an_nvlink_domain_tray_runs_imex_with_its_nodes_and_channel_after_a_rebo
     channel = ImexChannel().process(on_host("gpu-05", ImexChannel.command).stdout.splitlines())
     assert channel["ready"] and channel["registered_major"] == boot_layer.NVIDIA_CAPS_IMEX_MAJOR, channel
     assert on_host("gpu-05", f"stat -c %a {IMEX_CHANNEL}").stdout.strip() == "666"
+
+
+def test_the_exporters_listen_where_the_data_says_and_stop_when_monitoring_is_off(lab, tmp_path):
+    """An exporter address and port in the data move node_exporter and the DCGM exporter there (Prometheus reaches
+    them from the controller; nothing answers at the old port); monitoring off stops them and k3ops' series, and
+    keeps them from starting at boot. Last in the module: gpu-01 is left unwatched."""
+    address = dict(groups()["h200x8"])["gpu-01"]["ssh_hostname"]
+    moved = lab_inventory(tmp_path / "exporters-moved.py",
+                          per_host={"gpu-01": {"exporter_address": address, "node_exporter_port": 9111}})
+    result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-01", inventory=moved)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    page = exposition(urllib.request.urlopen(f"http://{address}:9111/metrics", timeout=10).read().decode()
+                      .splitlines())
+    assert page["k3ops_gpu_driver_mismatch"]["samples"] == [{"labels": {"module": "nvidia"}, "value": 0.0}]
+    assert "DCGM_FI_DEV_GPU_TEMP" in exposition(
+        urllib.request.urlopen(f"http://{address}:9400/metrics", timeout=10).read().decode().splitlines())
+    assert on_host("gpu-01", "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9100), 2)\"",
+                   check=False).returncode != 0  # the default port is free again
+    checks = host_checks(moved, *GPU_HOST_CHECKS, "-k", "gpu-01 and (node_exporter or dcgm_exporter)")
+    assert checks.returncode == 0 and " passed" in checks.stdout, checks.stdout[-4000:]
+    off = lab_inventory(tmp_path / "monitoring-off.py", per_host={"gpu-01": {"monitoring": False}})
+    result = pyinfra("deploys/gpu_host.py", "--limit", "gpu-01", inventory=off)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for unit in (NODE_EXPORTER, layout.METRICS_TIMER, DCGM_EXPORTER):
+        states = on_host("gpu-01", f"systemctl is-active {unit}; systemctl is-enabled {unit}", check=False)
+        assert states.stdout.split() == ["inactive", "disabled"], (unit, states.stdout)

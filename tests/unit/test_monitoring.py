@@ -152,6 +152,8 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
         *gpus_01, *gpus_02,
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", gpu(3), "0 0 1x8"),
         series("DCGM_FI_DEV_ROW_REMAP_FAILURE", gpu(3, "h200-02"), "0x10"),
+        series("DCGM_FI_DEV_ROW_REMAP_PENDING", gpu(4), "0 0 1x8"),
+        series("DCGM_FI_DEV_ROW_REMAP_PENDING", gpu(4, "h200-02"), "0x10"),
         series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", gpu(5), "0 0 1x8"),
         series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", gpu(5, "h200-02"), "2x10"),  # old remaps: no new one
         series("DCGM_EXP_XID_ERRORS_COUNT", f'{gpu(6)},xid="79",window_size_in_ms="300000"', "0 1x9"),
@@ -206,6 +208,9 @@ def test_the_rules_fire_on_the_exporters_series_and_stay_quiet_on_a_healthy_host
     tests = [
         alert("K3GpuRowRemapFailure", "3m", firing(rules, "K3GpuRowRemapFailure", dcgm(3),
                                                    "GPU 3 of h200-01 failed to remap a row")),
+        alert("K3GpuRowRemapPending", "3m", firing(
+            rules, "K3GpuRowRemapPending", dcgm(4),
+            "GPU 4 of h200-01 has a row remap pending: drain, then reset the GPU")),
         alert("K3GpuRowRemapped", "3m", firing(
             rules, "K3GpuRowRemapped", dcgm(5),
             "GPU 5 of h200-01 remapped a row for an uncorrectable error: drain, then reset")),
@@ -270,7 +275,7 @@ def test_the_dashboard_shows_what_an_sre_looks_at_and_every_query_parses(tmp_pat
     board = dashboard()
     titles = " | ".join(panel["title"] for panel in board["panels"])
     for topic in ("GPUs seen", "Xid", "ECC", "Remapped rows", "NVLink", "RDMA", "running", "waiting",
-                  "first token", "KV cache"):
+                  "first token", "KV cache", "Model revision", "maintenance"):
         assert topic in titles, topic
     queries = [target["expr"] for panel in board["panels"] for target in panel["targets"]]
     assert all('host=~"$host"' in query for query in queries)

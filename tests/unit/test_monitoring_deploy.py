@@ -8,14 +8,17 @@ import json
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from k3ops.deploys import rendered
 from k3ops.deploys.monitoring import (DCGM_EXPORTER_PROGRAM, HOSTENGINE, NODE_EXPORTER_PROGRAM,
                                       dcgm_exporter_command, node_exporter_command)
 from k3ops.escape import systemd_command
 from k3ops.facts.monitoring import exposition
+from k3ops.monitoring.config import write
 from k3ops.monitoring.targets import target_groups
 from k3ops.onhost import layout, metrics
 from k3ops.settings import host_errors, settings_of
@@ -24,11 +27,10 @@ HOSTILE = 'ki"mi\\k3\n} 1\n# TYPE x counter'  # ends a label value, a sample and
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 
-def drop_in(argv: list[str], requires: str | None = None) -> configparser.ConfigParser:
+def drop_in(argv: list[str]) -> configparser.ConfigParser:
     unit = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("="))
     unit.optionxform = str
-    unit.read_string(rendered("systemd/exporter-dropin.conf.j2", why="test", exec_start=systemd_command(argv),
-                              requires=requires))
+    unit.read_string(rendered("systemd/exporter-dropin.conf.j2", why="test", exec_start=systemd_command(argv)))
     return unit
 
 
@@ -55,14 +57,15 @@ def test_node_exporter_listens_where_the_data_says_and_reads_k3ops_series_and_th
     assert service["Restart"] == "always"
 
 
-def test_the_dcgm_exporter_reads_the_hosts_hostengine_and_k3ops_counters_and_needs_dcgm():
+def test_the_dcgm_exporter_reads_the_hosts_hostengine_and_k3ops_counters():
     argv = dcgm_exporter_command("10.9.8.7:9400")
-    unit = drop_in(argv, requires="nvidia-dcgm.service")
+    unit = drop_in(argv)
     assert unquoted(unit["Service"]["ExecStart"]) == argv
     assert argv[0] == DCGM_EXPORTER_PROGRAM
     assert argv[argv.index("-r") + 1] == HOSTENGINE and argv[argv.index("-a") + 1] == "10.9.8.7:9400"
     assert argv[argv.index("-f") + 1] == layout.DCGM_EXPORTER_COUNTERS
-    assert unit["Unit"]["Requires"] == unit["Unit"]["After"] == "nvidia-dcgm.service"
+    # no Requires=: a runbook's stop and start of nvidia-dcgm (for a GPU reset) would leave it stopped
+    assert not unit.has_section("Unit")
     assert unit["Service"]["Restart"] == "always"  # the packaged unit restarts only on an abort
 
 
@@ -149,3 +152,41 @@ def test_an_unverified_or_unpinned_model_reads_zero_and_the_file_is_replaced_who
     assert metrics.main(["--out", str(out)]) == 0
     assert out.stat().st_mode & 0o777 == 0o644 and [path.name for path in out.parent.iterdir()] == ["k3ops.prom"]
     assert ("k3ops_metrics_timestamp_seconds", ()) in parsed(out.read_text())
+
+
+def test_llama_servers_are_scraped_with_their_api_key_and_labelled_as_the_other_engines(tmp_path):
+    """llama-server answers /metrics only with its API key: each key file is a scrape job presenting it, whose
+    series Prometheus relabels job="engine"; vLLM's /metrics is open, so its engines stay in the plain job.
+    promtool reads the key file as Prometheus would (a missing one fails the check)."""
+    keys = []
+    for name in ("a", "b"):
+        key = tmp_path / f"{name}.key"
+        key.write_text(f"k3-key-{name}-0123456789abcdef\n")
+        key.chmod(0o600)
+        keys.append(str(key))
+    model = {"repo_id": "moonshotai/Kimi-K3", "revision": REVISION, "name": "kimi-k3"}
+    llama = {"recipe": "llama.cpp-gguf", "binary_url": "https://example.com/llama-server",
+             "binary_sha256": "1" * 64, "model_file": "k3.gguf", "host": "0.0.0.0"}
+    vllm = {"recipe": "vllm-b300x8", "image_digest": "sha256:" + "a" * 64, "host": "0.0.0.0", "api_key_file": keys[0]}
+    hosts = [(f"gpu-0{index}", {"ssh_hostname": f"10.0.0.{index}", "hardware_profile": profile, "model": model,
+                                "engine": engine})
+             for index, (profile, engine) in enumerate([("h200x8", {**llama, "api_key_file": keys[1]}),
+                                                        ("h200x8", {**llama, "api_key_file": keys[0]}),
+                                                        ("b300x8", vllm)], start=1)]
+    out = tmp_path / "monitoring"
+    write(out, hosts, "https://wiki.example.com/runbooks", "localhost:9093", "fleet.py")
+    config = yaml.safe_load((out / "prometheus.yml").read_text())
+    keyed = {job["job_name"]: job for job in config["scrape_configs"] if "authorization" in job}
+    assert {name: (job["authorization"]["credentials_file"], job["relabel_configs"]) for name, job in keyed.items()} == {
+        "engine-key-1": (keys[0], [{"target_label": "job", "replacement": "engine"}]),
+        "engine-key-2": (keys[1], [{"target_label": "job", "replacement": "engine"}])}
+    scraped = {job: [group["labels"]["host"] for group in json.loads((out / f"targets/{job}.json").read_text())]
+               for job in ("engine", "engine-key-1", "engine-key-2")}
+    assert scraped == {"engine": ["gpu-03"], "engine-key-1": ["gpu-02"], "engine-key-2": ["gpu-01"]}
+    checked = subprocess.run(["promtool", "check", "config", str(out / "prometheus.yml")], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    Path(keys[1]).unlink()
+    missing = subprocess.run(["promtool", "check", "config", str(out / "prometheus.yml")], capture_output=True,
+                             text=True)
+    assert missing.returncode != 0

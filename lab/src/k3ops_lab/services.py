@@ -1,4 +1,5 @@
-"""The controller's services for the lab: an apt proxy, the simulated vendor repositories, a Hub, a registry.
+"""The controller's services for the lab: an apt proxy, the simulated vendor repositories, a Hub, a registry, and
+Prometheus and Alertmanager while a module watches the lab (k3ops_lab.monitoring).
 
 All listen only on the controller's address on the lab bridge.
 """
@@ -33,6 +34,8 @@ APT_PROXY_SIGNATURE = f"apt-cacher-ng -c {state.STATE_DIR}/apt-cacher-ng"
 VENDOR_REPO_SIGNATURE = f"http.server --bind {state.CONTROLLER_ADDRESS}"
 HUB_SIGNATURE = f"olah-cli -c {state.STATE_DIR}/hub/olah.toml"
 REGISTRY_SIGNATURE = f"docker-registry serve {state.STATE_DIR}/"
+PROMETHEUS_SIGNATURE = f"prometheus --config.file={state.STATE_DIR}/"
+ALERTMANAGER_SIGNATURE = f"prometheus-alertmanager --config.file={state.STATE_DIR}/"
 
 
 def _processes(signature: str) -> list[int]:
@@ -85,6 +88,24 @@ def start_registry(config: Path) -> None:
     _start(REGISTRY_SIGNATURE, ["docker-registry", "serve", str(config)], "registry")
 
 
+def start_monitoring(config: Path, alertmanager_config: Path, data: Path, port: int, alertmanager_port: int) -> bool:
+    """Debian's Prometheus and Alertmanager on the controller's lab address; whether Prometheus was running already
+    (its configuration is then to be reloaded)."""
+    running = bool(_processes(PROMETHEUS_SIGNATURE))
+    _start(PROMETHEUS_SIGNATURE, ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={data}/prometheus",
+                                  f"--web.listen-address={state.CONTROLLER_ADDRESS}:{port}", "--web.enable-lifecycle"],
+           "prometheus")
+    _start(ALERTMANAGER_SIGNATURE, ["prometheus-alertmanager", f"--config.file={alertmanager_config}",
+                                    f"--storage.path={data}/alertmanager", "--cluster.listen-address=",
+                                    f"--web.listen-address={state.CONTROLLER_ADDRESS}:{alertmanager_port}"],
+           "alertmanager")
+    return running
+
+
+def stop_monitoring() -> None:
+    _stop((PROMETHEUS_SIGNATURE, ALERTMANAGER_SIGNATURE))
+
+
 def wait_until_listening(ports: tuple[int, ...] = (state.APT_PROXY_PORT, state.VENDOR_REPO_PORT),
                          timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
@@ -113,7 +134,12 @@ def prime_apt_proxy(index_urls: list[str]) -> None:
 
 
 def stop_all() -> None:
-    for signature in (APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE, HUB_SIGNATURE, REGISTRY_SIGNATURE):
+    _stop((APT_PROXY_SIGNATURE, VENDOR_REPO_SIGNATURE, HUB_SIGNATURE, REGISTRY_SIGNATURE, PROMETHEUS_SIGNATURE,
+           ALERTMANAGER_SIGNATURE))
+
+
+def _stop(signatures: tuple[str, ...]) -> None:
+    for signature in signatures:
         for pid in _processes(signature):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

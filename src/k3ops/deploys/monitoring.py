@@ -5,7 +5,10 @@ Prometheus at them).
 The exporters' listen addresses and flags are k3ops': a drop-in replaces each packaged ExecStart, written before the
 package is installed, so that the service its postinst starts already listens where it should. DCGM's exporter
 talks to the host's one nv-hostengine (`-r`), as `dcgmi diag` does, instead of starting an embedded one that would
-compete with it for the profiling counters, and restarts on any failure (its packaged unit only on an abort).
+compete with it for the profiling counters, and restarts on any failure (its packaged unit only on an abort). It
+wants DCGM (its packaged unit's Wants=) but does not require it: the runbooks stop nv-hostengine for a GPU reset and
+start it again, and a Requires= would stop the exporter with it and leave it stopped. In remote mode it holds no GPU,
+so it never stands in a reset's way.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from ..vendor_units import DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, IMEX, NODE_EXPORTER, PERSISTENCED
 from . import rendered
-from .onhost import onhost_command, onhost_package
+from .onhost import config_directory, onhost_command, onhost_package
 
 NODE_EXPORTER_PROGRAM = "/usr/bin/prometheus-node-exporter"
 DCGM_EXPORTER_PACKAGE = "datacenter-gpu-manager-exporter"
@@ -52,12 +55,11 @@ def dcgm_exporter_command(listen: str) -> list[str]:
     return [DCGM_EXPORTER_PROGRAM, "-r", HOSTENGINE, "-f", layout.DCGM_EXPORTER_COUNTERS, "-a", listen]
 
 
-def exporter_drop_in(unit: str, argv: list[str], why: str, requires: str | None = None):
+def exporter_drop_in(unit: str, argv: list[str], why: str):
     """The drop-in that runs an exporter k3ops' way, and systemd told of it."""
     written = owned_files.config_file(
         name=f"Drop-in {drop_in(unit)}", path=drop_in(unit),
-        content=rendered("systemd/exporter-dropin.conf.j2", why=why, exec_start=systemd_command(argv),
-                         requires=requires))
+        content=rendered("systemd/exporter-dropin.conf.j2", why=why, exec_start=systemd_command(argv)))
     systemd.daemon_reload(name=f"Reload systemd for {unit}'s drop-in", _if=written.did_change)
     return written
 
@@ -66,7 +68,7 @@ def exporter_drop_in(unit: str, argv: list[str], why: str, requires: str | None 
 def monitoring() -> None:
     settings = host_settings(host)
     if not settings.monitoring.monitoring:
-        host.noop("monitoring is off for this host")
+        stopped()
         return
     listen = settings.monitoring.listen(settings.monitoring.node_exporter_port)
     flags = exporter_drop_in(NODE_EXPORTER, node_exporter_command(listen),
@@ -76,6 +78,13 @@ def monitoring() -> None:
     units.service(name="Restart node_exporter with its new flags", unit=NODE_EXPORTER, restarted=True,
                   _if=flags.did_change)
     k3ops_metrics()
+
+
+def stopped() -> None:
+    """Monitoring turned off: the exporters and k3ops' series stopped and kept from starting at boot (a host that
+    never had them is left as it is)."""
+    for unit in (NODE_EXPORTER, layout.METRICS_TIMER, DCGM_EXPORTER):
+        units.service(name=f"Stop {unit}: monitoring is off", unit=unit, running=False, enabled=False)
 
 
 def k3ops_metrics() -> None:
@@ -99,13 +108,13 @@ def dcgm_exporter(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
     counters from the host's nv-hostengine."""
     monitoring = host_settings(host).monitoring
     if not monitoring.monitoring:
-        return
+        return  # stopped by `monitoring`, with the others
+    config_directory()
     counters = owned_files.config_file(name=f"The DCGM exporter's counters {layout.DCGM_EXPORTER_COUNTERS}",
                                        path=layout.DCGM_EXPORTER_COUNTERS,
                                        content=rendered("k3ops/dcgm-exporter-counters.csv"))
     flags = exporter_drop_in(DCGM_EXPORTER, dcgm_exporter_command(monitoring.listen(monitoring.dcgm_exporter_port)),
-                             "the DCGM exporter reads the host's nv-hostengine, k3ops' counters, restarts on failure",
-                             requires=f"{DCGM}.service")
+                             "the DCGM exporter reads the host's nv-hostengine, k3ops' counters, restarts on failure")
     packages.held_at(name=f"Install the DCGM exporter {spec.dcgm_exporter_package_version}",
                      packages=[DCGM_EXPORTER_PACKAGE], version=spec.dcgm_exporter_package_version)
     units.service(name="Run the DCGM exporter", unit=DCGM_EXPORTER, running=True, enabled=True, _if=driver_loaded)

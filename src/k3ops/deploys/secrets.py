@@ -11,11 +11,12 @@ from pyinfra.operations import files
 
 from ..onhost import layout
 from ..operations import owned_files
+from .onhost import config_directory
 
 
 def secret_file(dest: str, content: str, what: str):
     """Write one secrets file under layout.SECRETS_DIR; returns the operation, for `_if` on its change."""
-    files.directory(name=f"Directory {layout.CONFIG_DIR}", path=layout.CONFIG_DIR, mode="755")
+    config_directory()
     files.directory(name=f"Secrets directory {layout.SECRETS_DIR} (root only)", path=layout.SECRETS_DIR,
                     user="root", group="root", mode="700")
     return owned_files.file(name=f"{what} in {dest}", path=dest, content=content, owner="root", mode="600")

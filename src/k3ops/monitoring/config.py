@@ -20,7 +20,7 @@ from .. import maintenance
 from ..doctor.findings import EXPLAINED_BY
 from .alerts import MAINTENANCE_ALERT, rules_file
 from .dashboard import dashboard
-from .targets import JOBS, monitored, target_groups
+from .targets import JOBS, key_files, keyed_job, monitored, target_groups
 
 # dcgm-exporter collects every 30 s (`-c 30000`): a shorter scrape would read the same values again.
 SCRAPE_INTERVAL = "30s"
@@ -31,13 +31,19 @@ def target_file(job: str) -> str:
     return f"targets/{job}.json"
 
 
-def prometheus_config(alertmanager: str) -> dict:
+def prometheus_config(alertmanager: str, engine_keys: list[str]) -> dict:
+    """Prometheus' configuration: a scrape job per exporter, and one per engine API key file (`key_files`), which
+    presents that key and labels its series job="engine" like the others'."""
+    keyed = [{"job_name": keyed_job(index), "file_sd_configs": [{"files": [target_file(keyed_job(index))]}],
+              "authorization": {"type": "Bearer", "credentials_file": key},
+              "relabel_configs": [{"target_label": "job", "replacement": "engine"}]}
+             for index, key in enumerate(engine_keys)]
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
         "rule_files": [RULES],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
-        "scrape_configs": [{"job_name": job.name, "file_sd_configs": [{"files": [target_file(job.name)]}]}
-                           for job in JOBS],
+        "scrape_configs": [*({"job_name": job.name, "file_sd_configs": [{"files": [target_file(job.name)]}]}
+                             for job in JOBS), *keyed],
     }
 
 
@@ -61,7 +67,7 @@ def write(out: Path, hosts: list[tuple[str, dict]], runbooks_url: str, alertmana
     """Write the directory for `hosts` (`(name, data)`, in inventory order); returns the files written."""
     header = f"# Made by `k3ops monitoring config` from {json.dumps(source)}; rewrite it rather than edit it.\n"
     documents = {
-        "prometheus.yml": header + yaml.safe_dump(prometheus_config(alertmanager), sort_keys=False),
+        "prometheus.yml": header + yaml.safe_dump(prometheus_config(alertmanager, key_files(hosts)), sort_keys=False),
         RULES: header + yaml.safe_dump(rules_file(monitored(hosts), runbooks_url), sort_keys=False, width=120),
         "alertmanager.example.yml": header + yaml.safe_dump(alertmanager_example(), sort_keys=False),
         "dashboards/k3ops.json": json.dumps(dashboard(), indent=2) + "\n",

@@ -1,5 +1,6 @@
 """A Grafana dashboard of the fleet (`dashboards/k3ops.json` in the config directory): the GPUs, their errors, the
-fabric and the engines, per host, on the same metrics the alerts read.
+fabric, the engines and k3ops' own series (model revision, maintenance), per host, on the same metrics the alerts
+read.
 
 Engine panels sum each engine's own names: vLLM's (`vllm:`; serving.md 1.3), SGLang's (`sglang:`, with
 --enable-metrics) and llama-server's (`llamacpp:`, with --metrics), so one panel shows a mixed fleet.
@@ -34,6 +35,8 @@ PANELS = (
         ("{{host}} GPU {{gpu}}", f"sum by (host, gpu) ({selector('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL')})"),)),
     Panel("Remapped rows", "none", (
         ("{{host}} GPU {{gpu}} uncorrectable", f"sum by (host, gpu) ({selector('DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS')})"),
+        ("{{host}} GPU {{gpu}} correctable", f"sum by (host, gpu) ({selector('DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS')})"),
+        ("{{host}} GPU {{gpu}} pending", f"max by (host, gpu) ({selector('DCGM_FI_DEV_ROW_REMAP_PENDING')})"),
         ("{{host}} GPU {{gpu}} remap failed", f"max by (host, gpu) ({selector('DCGM_FI_DEV_ROW_REMAP_FAILURE')})"))),
     Panel("NVLink errors per second", "ops", (
         ("{{host}} CRC flit", f"sum by (host) (rate({selector('DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL')}[5m]))"),
@@ -55,6 +58,13 @@ PANELS = (
         ("{{host}}", "histogram_quantile(0.95, sum by (host, le) "
                      f"(rate({selector('vllm:time_to_first_token_seconds_bucket')}[5m]) or "
                      f"rate({selector('sglang:time_to_first_token_seconds_bucket')}[5m])))"),)),
+    Panel("Model revision per host (k3ops' series)", "none", (
+        ("{{host}} {{model}} active {{active}}, pinned {{pinned}}",
+         f"max by (host, model, active, pinned) ({selector('k3ops_model_revision_info')})"),
+        ("{{host}} {{model}} verified", f"max by (host, model) ({selector('k3ops_model_verified')})"))),
+    Panel("Hosts in maintenance, GPU driver awaiting a reboot", "none", (
+        ("{{host}} in maintenance ({{by}})", f"max by (host, by) ({selector('k3ops_maintenance')})"),
+        ("{{host}} {{module}} loaded is not installed", f"max by (host, module) ({selector('k3ops_gpu_driver_mismatch')})"))),
     Panel("KV cache in use", "percentunit", (
         ("{{host}}", f"max by (host) ({selector('vllm:kv_cache_usage_perc')}) or max by (host) "
                      f"({selector('sglang:token_usage')})"),)),

@@ -64,16 +64,39 @@ def monitored(hosts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     return [(name, data) for name, data in hosts if settings_of(data).monitoring.monitoring]
 
 
+def metrics_key_file(settings: HostSettings) -> str | None:
+    """The API key Prometheus must present to the host's engine for /metrics: llama-server guards every path but
+    its health and model list with its key; vLLM's key guards /v1 alone, and SGLang's leaves /metrics open."""
+    engine = settings.engine.engine
+    if engine is None or RECIPES[engine.recipe].engine != "llama.cpp" or engine.api_key_file is None:
+        return None
+    return str(engine.api_key_file)
+
+
+def key_files(hosts: list[tuple[str, dict]]) -> list[str]:
+    """The engines' API key files Prometheus reads, in a fixed order: each its own scrape job (a job has one)."""
+    return sorted({key for _, data in monitored(hosts) if (key := metrics_key_file(settings_of(data)))})
+
+
+def keyed_job(index: int) -> str:
+    """The scrape job of the engines behind the index-th key file; their series are relabelled job="engine"."""
+    return f"engine-key-{index + 1}"
+
+
 def target_groups(hosts: list[tuple[str, dict]]) -> dict[str, list[dict]]:
-    """Each job's file_sd groups (one per host: `{"targets": ["address:port"], "labels": {...}}`) for the monitored
-    hosts among `hosts` (all of the inventory's, whose engine clusters give each host its rank)."""
-    groups: dict[str, list[dict]] = {job.name: [] for job in JOBS}
+    """Each scrape job's file_sd groups (one per host: `{"targets": ["address:port"], "labels": {...}}`) for the
+    monitored hosts among `hosts` (all of the inventory's, whose engine clusters give each host its rank); engines
+    that want a key are in the job of their key file (`keyed_job`)."""
+    keys = key_files(hosts)
+    groups: dict[str, list[dict]] = {job.name: [] for job in JOBS} | {keyed_job(index): [] for index in range(len(keys))}
     for name, data in monitored(hosts):
         settings = settings_of(data)
         rank = node_rank(name, hosts)
         for job in JOBS:
             port = job.port(settings, rank)
             if port is not None:
-                groups[job.name].append({"targets": [f"{scrape_host(name, settings, job)}:{port}"],
-                                         "labels": host_labels(name, settings, rank)})
+                key = metrics_key_file(settings) if job.name == "engine" else None
+                groups[job.name if key is None else keyed_job(keys.index(key))].append(
+                    {"targets": [f"{scrape_host(name, settings, job)}:{port}"],
+                     "labels": host_labels(name, settings, rank)})
     return groups

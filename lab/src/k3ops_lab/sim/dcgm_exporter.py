@@ -27,7 +27,7 @@ FLOAT_FIELDS = {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCG
 # The lab's GPUs run no kernels and have no link or memory faults besides those injected: every error and
 # violation counter not listed reads 0.
 ZERO_FIELDS = {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION",
-               "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+               "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
                "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
                "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
                "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
@@ -63,7 +63,10 @@ def _value(field: str, gpu: NvidiaGpu) -> float | int | None:
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": gpu.utilization_percent / 100,
         "DCGM_FI_PROF_DRAM_ACTIVE": gpu.utilization_percent / 100,
         "DCGM_FI_DEV_XID_ERRORS": 0,
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": gpu.remapped_rows,
+        # The lab's remaps are of rows that saw correctable errors, counted from the moment they are marked, as
+        # nvidia-smi's simulator counts them (nvidia_smi_query.row_remapping).
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": gpu.remapped_rows + int(gpu.row_remap_pending),
+        "DCGM_FI_DEV_ROW_REMAP_PENDING": int(gpu.row_remap_pending),
         "DCGM_FI_DEV_ROW_REMAP_FAILURE": int(gpu.row_remap_failure),
     }
     return 0 if field in ZERO_FIELDS else values.get(field)
