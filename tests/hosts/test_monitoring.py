@@ -1,14 +1,15 @@
 """Monitored hosts serve what Prometheus scrapes: node_exporter with k3ops' own series, fresh, and the GPU units'
-states; on NVIDIA hosts DCGM's exporter at the release paired with DCGM, held, with a series for every GPU."""
+states; on NVIDIA hosts DCGM's exporter at the release paired with DCGM, held, with a series for every GPU; on AMD
+hosts AMD's device metrics exporter, held, counting every GPU."""
 
 import time
 
 import pytest
 
-from k3ops.deploys.monitoring import DCGM_EXPORTER_PACKAGE, METRICS_INTERVAL_SECONDS
+from k3ops.deploys.monitoring import AMD_METRICS_EXPORTER_PACKAGE, DCGM_EXPORTER_PACKAGE, METRICS_INTERVAL_SECONDS
 from k3ops.facts.apt import AptHeldPackages, AptPolicyVersion
 from k3ops.facts.monitoring import ExporterMetrics
-from k3ops.vendor_units import DCGM_EXPORTER, NODE_EXPORTER, PERSISTENCED
+from k3ops.vendor_units import AMD_METRICS_EXPORTER, DCGM_EXPORTER, GPU_AGENT, NODE_EXPORTER, PERSISTENCED
 
 
 def page(host, monitoring, port: int) -> dict:
@@ -55,3 +56,13 @@ def test_the_dcgm_exporter_is_the_paired_release_held_and_serves_every_gpu(host,
     temperatures = page(host, monitoring, monitoring.dcgm_exporter_port)["DCGM_FI_DEV_GPU_TEMP"]["samples"]
     assert sorted(int(sample["labels"]["gpu"]) for sample in temperatures) == list(range(spec.gpu_count))
     assert {sample["labels"]["DCGM_FI_DRIVER_VERSION"] for sample in temperatures} == {spec.nvidia_driver_version}
+
+
+@pytest.mark.applies_to("amd")
+def test_amds_metrics_exporter_is_held_and_counts_every_gpu(host, spec, monitoring):
+    assert AMD_METRICS_EXPORTER_PACKAGE in host.get_fact(AptHeldPackages)
+    assert host.service(GPU_AGENT).is_enabled and host.service(AMD_METRICS_EXPORTER).is_enabled
+    served = page(host, monitoring, monitoring.amd_metrics_exporter_port)
+    assert value(served["gpu_nodes_total"]) == spec.gpu_count
+    assert sorted(int(sample["labels"]["gpu_id"]) for sample in served["gpu_edge_temperature"]["samples"]) == \
+        list(range(spec.gpu_count))

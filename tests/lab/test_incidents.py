@@ -76,14 +76,16 @@ def test_a_healthy_fleet_and_a_fresh_boot_raise_no_alarm(fleet):
 
 def test_prometheus_scrapes_every_exporter_and_a_healthy_fleet_fires_nothing(fleet):
     nvidia = [host for host, profile in zip(HOSTS, LAB_PROFILES) if profile.startswith("h200")]
+    amd = [host for host in HOSTS if host not in nvidia]
     expected = {("node", host) for host in HOSTS} | {("dcgm", host) for host in nvidia} | {
-        ("engine", host) for host in HOSTS}  # llama-server's /metrics, with its API key
+        ("amd", host) for host in amd} | {("engine", host) for host in HOSTS}  # llama-server's, with its API key
     monitoring.wait(lambda: {(series["job"], series["host"]) for series in monitoring.query("up == 1")} >= expected,
                     60, f"every exporter scraped ({sorted(expected)})")
     for host in HOSTS:
         scraped_now(host)
     gpus = {series["host"]: series["value"] for series in monitoring.query("count by (host) (DCGM_FI_DEV_GPU_TEMP)")}
     assert gpus == dict.fromkeys(nvidia, 8.0)
+    assert {series["host"]: series["value"] for series in monitoring.query("gpu_nodes_total")} == dict.fromkeys(amd, 8)
     assert monitoring.alerts() == [] and monitoring.received() == []
 
 
@@ -144,6 +146,7 @@ def test_a_bad_limit_is_refused_before_any_host_is_touched(fleet):
 def test_drill(fleet, runbook):
     fault = FAULTS[runbooks()[runbook].lab_fault]
     host = "gpu-02" if fault.name in FABRIC_FAULTS else DRILL_HOST[fault.vendor]
+    vendor = dict(zip(HOSTS, ("nvidia", "nvidia", "amd")))[host]
     assert fault.runbook == runbook
     # The fleet is clean here: the healthy-fleet test runs first, and every drill ends clean.
     if fault.name in FABRIC_FAULTS:  # the fabric check runs on idle hosts only
@@ -177,7 +180,7 @@ def test_drill(fleet, runbook):
         assert_clean(fleet)  # the runbook's own steps repaired the host: no clearing by the lab before this
         if runbook in WATCHED and runbook not in STAYS_AFTER_REMEDY:
             assert_resolved(runbook, host)
-        assert_watched(host, ("node", "dcgm") if fault.vendor == "nvidia" else ("node",))
+        assert_watched(host, ("node", {"nvidia": "dcgm", "amd": "amd"}[vendor]))
     finally:
         k3ops("lab", "fault", host, "--clear")
         for name in FABRIC_GROUP if fault.name in FABRIC_FAULTS else ():

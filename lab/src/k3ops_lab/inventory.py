@@ -44,6 +44,8 @@ def repositories() -> dict[str, dict[str, str]]:
         "rocm": {"url": f"{base}/rocm/apt/{{rocm_release}}", "suite": vendor_repo.AMD_SUITE,
                  "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
         "doca": {"url": f"{base}/{vendor_repo.DOCA_REPO_PATH}/", "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[3]}"},
+        "amd_metrics_exporter": {"url": f"{base}/{vendor_repo.AMD_METRICS_EXPORTER_REPO_PATH}",
+                                 "suite": vendor_repo.AMD_SUITE, "key_url": f"{base}/{vendor_repo.SIGNING_KEY_PATHS[2]}"},
     }
 
 
@@ -67,6 +69,10 @@ def host_data(host: state.LabHost) -> dict:
         "model_cache_headroom_gib": LAB_HEADROOM_GIB,
         "model_peer_wait_seconds": LAB_PEER_WAIT_SECONDS,
         "engine": engine(host),
+        # A VM host runs under TCG, many times slower than a container host: it checks what only its own kernel
+        # shows (DKMS, reboots, RAID, containers). The exporters, whose stand-ins are the same on both, are watched
+        # on container hosts.
+        "monitoring": host.backend != "vm",
     }
 
 

@@ -50,6 +50,8 @@ RCCL_TESTS_BUILDS = {"6.4.1": "rocm-6.4.1", "7.0.2": "2.17.9-rocm-7.0.2", "7.1.0
 # simulators themselves gather their ranks with mpi4py, so the packages also need python3-mpi4py.
 MPI_DEPENDS = "libopenmpi3, python3-mpi4py"
 AMD_SUITE = "noble"
+AMD_METRICS_EXPORTER_RELEASE = "1.5.4"
+AMD_METRICS_EXPORTER_REPO_PATH = f"device-metrics-exporter/apt/{AMD_METRICS_EXPORTER_RELEASE}"
 AMDGPU_BUILD = "2212569.24.04"  # the amdgpu-dkms build: its package revision and its DKMS version's suffix
 
 CUDA_REPO_PATH = "compute/cuda/repos/debian12/x86_64"
@@ -107,9 +109,10 @@ def tool(path: str, module: str, function: str = "main") -> dict[str, str]:
     return {path: ENTRY_POINT.format(tool=name, library=SIM_LIBRARY, module=module, function=function)}
 
 
-def service_unit(description: str, exec_start: str, wanted_by: str = "multi-user.target", extra: str = "") -> str:
+def service_unit(description: str, exec_start: str, wanted_by: str = "multi-user.target", extra: str = "",
+                 unit_extra: str = "") -> str:
     return (
-        f"[Unit]\nDescription={description}\n\n[Service]\n{extra}ExecStart={exec_start}\n\n"
+        f"[Unit]\nDescription={description}\n{unit_extra}\n[Service]\n{extra}ExecStart={exec_start}\n\n"
         f"[Install]\nWantedBy={wanted_by}\n"
     )
 
@@ -366,6 +369,22 @@ def kernel_packages(release: str) -> list[Package]:
                     depends=f"linux-headers-{release}")]
 
 
+def amd_metrics_exporter_packages() -> list[Package]:
+    """AMD's device metrics exporter as its repository ships it: amdgpu-exporter, with gpuagent."""
+    return [Package(
+        "amdgpu-exporter", AMD_METRICS_EXPORTER_RELEASE, "AMD GPU metrics exporter",
+        files={
+            **tool("/usr/local/bin/amd-metrics-exporter", "amd_metrics_exporter"),
+            **tool("/usr/local/bin/gpuagent", "amd_metrics_exporter", "gpuagent_main"),
+            "/etc/metrics/config.json": json.dumps({"ServerPort": 5000}, indent=2) + "\n",
+            "/lib/systemd/system/gpuagent.service": service_unit("AMD GPU agent", "/usr/local/bin/gpuagent"),
+            "/lib/systemd/system/amd-metrics-exporter.service": service_unit(
+                "AMD GPU metrics exporter", "/usr/local/bin/amd-metrics-exporter",
+                extra="Restart=on-failure\n", unit_extra="Wants=gpuagent.service\nAfter=gpuagent.service\n"),
+        },
+    )]
+
+
 def repositories() -> dict[str, tuple[str | None, list[Package]]]:
     """Repository path -> (suite, or None for a flat repository; its packages)."""
     repos: dict[str, tuple[str | None, list[Package]]] = {
@@ -374,6 +393,7 @@ def repositories() -> dict[str, tuple[str | None, list[Package]]]:
         CONTAINER_TOOLKIT_REPO_PATH: (None, [p for v in CONTAINER_TOOLKIT_VERSIONS for p in container_toolkit_packages(v)]),
         DOCA_REPO_PATH: (None, ofed_tools_packages()),
         KERNEL_PACKAGES_PATH: (None, kernel_packages(os.uname().release)),
+        AMD_METRICS_EXPORTER_REPO_PATH: (AMD_SUITE, amd_metrics_exporter_packages()),
     }
     for release in ROCM_RELEASES:
         amdgpu, rocm = rocm_packages(release)

@@ -22,7 +22,7 @@ from ..ssh_liveness import watched
 from .base import base
 from .container_runtime import container_runtime, docker_sources
 from .gpudirect import PEERMEM_MODULE
-from .monitoring import monitoring
+from .monitoring import amd_metrics_exporter_sources, monitoring
 from .nccl_tests import doca_sources, nccl_tests
 from .nvidia import nvidia, nvidia_sources
 from .rocm import rocm, rocm_sources
@@ -44,7 +44,8 @@ def gpu_host() -> None:
     spec = host_settings(host).gpu
     read_together(KernelVersion, InstalledKernels, *ASKED_FIRST[spec.gpu_vendor])  # base asks these of every host
     driver_sources = {"nvidia": nvidia_sources, "amd": rocm_sources}[spec.gpu_vendor](spec) if spec.gpu_vendor else []
-    sources = [*(docker_sources(spec) if spec.gpu_vendor else []), *driver_sources, *doca_sources(spec)]
+    sources = [*(docker_sources(spec) if spec.gpu_vendor else []), *driver_sources, *doca_sources(spec),
+               *amd_metrics_exporter_sources(spec)]
     base(sources)
     if spec.gpu_vendor is not None:
         container_runtime()

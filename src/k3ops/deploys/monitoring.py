@@ -1,6 +1,6 @@
-"""The host watched between commands: Debian's node_exporter with k3ops' own series in its textfile collector, and
-NVIDIA's DCGM exporter beside DCGM, each listening where the host's data says (`k3ops monitoring config` points
-Prometheus at them).
+"""The host watched between commands: Debian's node_exporter with k3ops' own series in its textfile collector,
+NVIDIA's DCGM exporter beside DCGM, and AMD's device metrics exporter on AMD hosts, each listening where the host's
+data says (`k3ops monitoring config` points Prometheus at them).
 
 The exporters' listen addresses and flags are k3ops': a drop-in replaces each packaged ExecStart, written before the
 package is installed, so that the service its postinst starts already listens where it should. DCGM's exporter
@@ -13,6 +13,7 @@ so it never stands in a reset's way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from pyinfra import host
@@ -25,14 +26,18 @@ from ..onhost.layout import ENGINE_UNIT
 from ..operations import owned_files, packages, units
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
-from ..vendor_units import DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, IMEX, NODE_EXPORTER, PERSISTENCED
+from ..vendor_units import (AMD_METRICS_EXPORTER, DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, GPU_AGENT, IMEX,
+                            NODE_EXPORTER, PERSISTENCED)
 from . import rendered
 from .onhost import config_directory, onhost_command, onhost_package
+from .repositories import signed_repository
 
 NODE_EXPORTER_PROGRAM = "/usr/bin/prometheus-node-exporter"
 DCGM_EXPORTER_PACKAGE = "datacenter-gpu-manager-exporter"
 DCGM_EXPORTER_PROGRAM = "/usr/bin/dcgm-exporter"
 HOSTENGINE = "localhost:5555"  # nv-hostengine's own address
+AMD_METRICS_EXPORTER_PACKAGE = "amdgpu-exporter"
+AMD_METRICS_EXPORTER_PROGRAM = "/usr/local/bin/amd-metrics-exporter"
 # The units whose state node_exporter's systemd collector reports, for the alert rules: the GPU stack's and the
 # engine's.
 WATCHED_UNITS = tuple(f"{unit}.service" for unit in (FABRIC_MANAGER, PERSISTENCED, DCGM, IMEX, DOCKER))
@@ -55,11 +60,12 @@ def dcgm_exporter_command(listen: str) -> list[str]:
     return [DCGM_EXPORTER_PROGRAM, "-r", HOSTENGINE, "-f", layout.DCGM_EXPORTER_COUNTERS, "-a", listen]
 
 
-def exporter_drop_in(unit: str, argv: list[str], why: str):
-    """The drop-in that runs an exporter k3ops' way, and systemd told of it."""
+def exporter_drop_in(unit: str, argv: list[str] | None, why: str):
+    """The drop-in that runs an exporter k3ops' way (its command, when `argv`), restarted on any failure, and
+    systemd told of it."""
     written = owned_files.config_file(
         name=f"Drop-in {drop_in(unit)}", path=drop_in(unit),
-        content=rendered("systemd/exporter-dropin.conf.j2", why=why, exec_start=systemd_command(argv)))
+        content=rendered("systemd/exporter-dropin.conf.j2", why=why, exec_start=argv and systemd_command(argv)))
     systemd.daemon_reload(name=f"Reload systemd for {unit}'s drop-in", _if=written.did_change)
     return written
 
@@ -83,7 +89,7 @@ def monitoring() -> None:
 def stopped() -> None:
     """Monitoring turned off: the exporters and k3ops' series stopped and kept from starting at boot (a host that
     never had them is left as it is)."""
-    for unit in (NODE_EXPORTER, layout.METRICS_TIMER, DCGM_EXPORTER):
+    for unit in (NODE_EXPORTER, layout.METRICS_TIMER, DCGM_EXPORTER, AMD_METRICS_EXPORTER, GPU_AGENT):
         units.service(name=f"Stop {unit}: monitoring is off", unit=unit, running=False, enabled=False)
 
 
@@ -120,3 +126,35 @@ def dcgm_exporter(spec: GpuHostSpec, driver_loaded: Callable[[], bool]) -> None:
     units.service(name="Run the DCGM exporter", unit=DCGM_EXPORTER, running=True, enabled=True, _if=driver_loaded)
     units.service(name="Restart the DCGM exporter with its new counters or flags", unit=DCGM_EXPORTER,
                   restarted=True, _if=lambda: (counters.did_change() or flags.did_change()) and driver_loaded())
+
+
+def amd_metrics_exporter_sources(spec: GpuHostSpec) -> list:
+    """AMD's device metrics exporter repository (its release), on a monitored AMD host: refreshed with the others."""
+    if spec.gpu_vendor != "amd" or not host_settings(host).monitoring.monitoring:
+        return []
+    return signed_repository("amd_metrics_exporter", spec.repository("amd_metrics_exporter"))
+
+
+def amd_metrics_exporter(driver_loaded: Callable[[], bool]) -> None:
+    """AMD's device metrics exporter from its release's repository, held, with gpuagent (through which it reads
+    the GPUs), serving on `amd_metrics_exporter_port`; its configuration file has a port and no address, so it
+    listens on every address."""
+    monitoring = host_settings(host).monitoring
+    if not monitoring.monitoring:
+        return  # stopped by `monitoring`, with the others
+    config_directory()
+    config = owned_files.config_file(
+        name=f"AMD's metrics exporter configuration {layout.AMD_METRICS_EXPORTER_CONFIG}",
+        path=layout.AMD_METRICS_EXPORTER_CONFIG,
+        content=json.dumps({"ServerPort": monitoring.amd_metrics_exporter_port}, indent=2) + "\n")
+    flags = exporter_drop_in(AMD_METRICS_EXPORTER, [AMD_METRICS_EXPORTER_PROGRAM, "-amd-metrics-config",
+                                                    layout.AMD_METRICS_EXPORTER_CONFIG],
+                             "AMD's metrics exporter reads k3ops' configuration, restarts on failure")
+    exporter_drop_in(GPU_AGENT, None, "gpuagent, which AMD's metrics exporter reads the GPUs through, restarts on "
+                                      "failure (one started before amdgpu was loaded comes back)")
+    packages.installed(name="Install AMD's device metrics exporter", packages=[AMD_METRICS_EXPORTER_PACKAGE])
+    packages.held(name="Hold AMD's device metrics exporter at its release", packages=[AMD_METRICS_EXPORTER_PACKAGE])
+    for unit in (GPU_AGENT, AMD_METRICS_EXPORTER):
+        units.service(name=f"Run {unit}", unit=unit, running=True, enabled=True, _if=driver_loaded)
+    units.service(name="Restart AMD's metrics exporter with its new configuration", unit=AMD_METRICS_EXPORTER,
+                  restarted=True, _if=lambda: (config.did_change() or flags.did_change()) and driver_loaded())

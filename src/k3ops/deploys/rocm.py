@@ -1,6 +1,6 @@
 """AMD GPU host: one exact ROCm release with its amdgpu driver held, GPU access for the service
-user, and the kernel arguments AMD's Instinct system optimization guides ask for (MI300X, MI355X):
-the IOMMU in pass-through mode and no PCI resource reallocation."""
+user, the kernel arguments AMD's Instinct system optimization guides ask for (MI300X, MI355X):
+the IOMMU in pass-through mode and no PCI resource reallocation, and AMD's metrics exporter."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ..operations import kernel, owned_files, packages
 from ..settings import host_settings
 from ..settings.host import GpuHostSpec
 from . import rendered
+from .monitoring import amd_metrics_exporter
 from .reboot import reboot_if_needed, refuse_release_change_while_serving
 from .secure_boot import refuse_unsigned_modules
 from .users import system_user
@@ -113,9 +114,10 @@ def rocm(sources: list) -> None:
     arguments = kernel.boot_arguments(name=f"Kernel arguments {' '.join(AMD_KERNEL_ARGUMENTS)}",
                                       arguments=list(AMD_KERNEL_ARGUMENTS))
 
-    reboot_if_needed(
+    driver_loaded = reboot_if_needed(
         spec, reason=f"load amdgpu for ROCm {spec.rocm_release} and apply {' '.join(AMD_KERNEL_ARGUMENTS)}",
         needed=lambda: installed.did_change() or moved.did_change() or arguments.did_change() or loaded is None
         or amdgpu_differs(loaded, on_disk) or not booted_with >= set(AMD_KERNEL_ARGUMENTS),
         verify=" && ".join(["test -c /dev/kfd", *(f"grep -qw {argument} /proc/cmdline" for argument in AMD_KERNEL_ARGUMENTS)]),
     )
+    amd_metrics_exporter(driver_loaded)

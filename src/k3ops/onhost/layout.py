@@ -60,6 +60,7 @@ METRICS_SERVICE = "k3ops-metrics.service"
 METRICS_TIMER = "k3ops-metrics.timer"
 # The fields NVIDIA's DCGM exporter reads (its -f file): its defaults and the fleet's additions.
 DCGM_EXPORTER_COUNTERS = f"{CONFIG_DIR}/dcgm-exporter-counters.csv"
+AMD_METRICS_EXPORTER_CONFIG = f"{CONFIG_DIR}/amd-metrics-exporter.json"  # its -amd-metrics-config file
 
 FETCH_UNIT_TEMPLATE = "k3ops-model-fetch@.service"
 VERIFY_UNIT_TEMPLATE = "k3ops-model-verify@.service"

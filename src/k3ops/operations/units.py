@@ -9,12 +9,12 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from k3ops.facts.memo import remembered
 from k3ops.facts.units import UnitSwitches
 from k3ops.onhost.layout import ENGINE_UNIT, METRICS_TIMER, WATCHDOG_TIMER
-from k3ops.vendor_units import (DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, IMEX, NODE_EXPORTER, PERSISTENCED,
-                                TIME_SYNC)
+from k3ops.vendor_units import (AMD_METRICS_EXPORTER, DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, GPU_AGENT, IMEX,
+                                NODE_EXPORTER, PERSISTENCED, TIME_SYNC)
 
 # The units a deploy of k3ops starts, read in one command by whichever of them is asked about first.
 READ_TOGETHER = (*(f"{unit}.service" for unit in (DCGM, DCGM_EXPORTER, DOCKER, FABRIC_MANAGER, IMEX, NODE_EXPORTER,
-                                                 PERSISTENCED, TIME_SYNC)),
+                                                 PERSISTENCED, TIME_SYNC, AMD_METRICS_EXPORTER, GPU_AGENT)),
                  ENGINE_UNIT, WATCHDOG_TIMER, METRICS_TIMER)
 
 

@@ -84,6 +84,10 @@ def vendor_repositories() -> dict[str, Repository]:
                            key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
         "docker": Repository(url="https://download.docker.com/linux/debian", suite="bookworm", component="stable",
                              key_url="https://download.docker.com/linux/debian/gpg"),
+        # AMD's device metrics exporter (amdgpu-exporter): a repository per exporter release; 1.5.4 supports ROCm
+        # 6.2.0 and later (ROCm/device-metrics-exporter docs/installation/deb-package.rst).
+        "amd_metrics_exporter": Repository(url="https://repo.radeon.com/device-metrics-exporter/apt/1.5.4",
+                                           suite="noble", key_url="https://repo.radeon.com/rocm/rocm.gpg.key"),
         # NVIDIA's DOCA host repository: the RDMA tools (ibstat, ibv_devinfo) for ConnectX NICs.
         "doca": Repository(url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/",
                            key_url="https://linux.mellanox.com/public/repo/doca/3.1.0/debian12/x86_64/GPG-KEY-Mellanox.pub"),
@@ -131,7 +135,8 @@ class GpuHostSpec(BaseModel):
                                               "HGX firmware and memory training take 10 minutes and more)")
     service_user: str = Field("k3ops", pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
                               description="system user that runs the engines and reaches the GPUs")
-    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca"], Repository] = Field(
+    repositories: dict[Literal["cuda", "container_toolkit", "amdgpu", "rocm", "docker", "doca", "amd_metrics_exporter"],
+                       Repository] = Field(
         default_factory=vendor_repositories,
         description="apt repositories by name ({url, key_url, suite}); data names only those it moves")
 

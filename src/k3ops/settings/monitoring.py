@@ -23,7 +23,8 @@ class MonitoringSpec(BaseModel):
                                                "and the engine's metrics (false: left out of `k3ops monitoring config`)")
     exporter_address: str = Field(
         "0.0.0.0", description="the IP address the exporters listen on (the host's management address keeps them "
-                               "off the serving network; 0.0.0.0 or :: is every address)")
+                               "off the serving network; 0.0.0.0 or :: is every address; AMD's exporter, whose "
+                               "configuration has a port alone, listens on every address)")
     node_exporter_port: int = Field(NODE_EXPORTER_PORT, ge=1, le=65535, description="node_exporter's port")
     dcgm_exporter_port: int = Field(DCGM_EXPORTER_PORT, ge=1, le=65535,
                                     description="NVIDIA's DCGM exporter's port (NVIDIA hosts)")

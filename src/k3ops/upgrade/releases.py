@@ -25,7 +25,7 @@ from ..facts.nvidia import NvidiaKernelModule, NvSwitches
 from ..settings import host_settings, settings_of
 from ..settings.host import DRIVER_VERSION, ROCM_RELEASE, GpuHostSpec
 from ..settings.model import COMMIT_SHA
-from ..vendor_units import DCGM, FABRIC_MANAGER, PERSISTENCED
+from ..vendor_units import AMD_METRICS_EXPORTER, DCGM, FABRIC_MANAGER, GPU_AGENT, PERSISTENCED
 from . import data_change
 from .versions import published_versions
 
@@ -219,7 +219,9 @@ NVIDIA_DRIVER = NvidiaDriver(
 ROCM = RocmRelease(
     kind="rocm", vendor="amd", vendor_name="AMD", label="ROCm", setting="rocm_release", form=ROCM_RELEASE,
     example="a ROCm release like '7.0.2'", stage_deploy="k3ops.deploys.rocm.staged_release",
-    host_checks_module="test_rocm.py", gpu_services=())
+    # AMD's metrics exporter and gpuagent hold the GPUs: AMD stops them before a driver unload or upgrade
+    host_checks_module="test_rocm.py",
+    gpu_services=tuple(f"{unit}.service" for unit in (AMD_METRICS_EXPORTER, GPU_AGENT)))
 MODEL_REVISION = ModelRevision(
     kind="model", vendor="any", vendor_name="serving", label="model revision", setting="model", form=COMMIT_SHA,
     example="a full 40-hex commit sha of the model's repository",

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import nvidia_devices as devices
 from .host import SimHost
+from .metrics_http import serve_metrics
 from .nvidia_devices import NvidiaGpu
 
 DEFAULT_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
@@ -144,28 +144,9 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
         return 1
     hostname = socket.gethostname()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            if self.path != "/metrics":
-                self.send_error(404)
-                return
-            if not _hostengine_reachable(remote):
-                self.send_error(500, "DCGM host engine unreachable")
-                return
-            body = page(host, fields, hostname).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_):
-            pass
-
     bind, port = _listen_address(args.address)
-    server_class = type("Server", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6 if ":" in bind
-                                                           else socket.AF_INET})
-    server = server_class((bind or "0.0.0.0", port), Handler)
     print(f'level=INFO msg="Starting webserver" address={args.address}', file=sys.stderr, flush=True)
-    server.serve_forever()
+    serve_metrics(bind or "0.0.0.0", port,
+                  lambda: page(host, fields, hostname) if _hostengine_reachable(remote) else None,
+                  "DCGM host engine unreachable")
     return 0
