@@ -86,6 +86,11 @@ def received() -> list[dict]:
             for alert in _get(f"{alertmanager_url()}/api/v2/alerts") or []]
 
 
+def rule_groups() -> list[dict]:
+    """Prometheus' rule groups as its API reports them: each its rules, last evaluation and its time (seconds)."""
+    return (_get(f"{prometheus_url()}/api/v1/rules") or {}).get("data", {}).get("groups", [])
+
+
 def query(expression: str) -> list[dict]:
     """An instant PromQL query's series: each its labels and value."""
     found = _get(f"{prometheus_url()}/api/v1/query?{urllib.parse.urlencode({'query': expression})}")
