@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from k3ops.doctor.runbooks import runbooks
+from k3ops.hardware import BOARD_PROFILES, GPU_MODELS
 from k3ops.onhost.layout import ENGINE_UNIT, MAINTENANCE_MARKER, WATCHDOG_SERVICE, WATCHDOG_TIMER
 from k3ops.monitoring.alerts import ALERTS, MAINTENANCE_ALERT
 from k3ops_lab import monitoring
@@ -29,6 +30,7 @@ from .drills import (assert_alerted, assert_clean, assert_resolved, assert_watch
 LAB_PROFILES = ("h200x8", "h200x8", "mi355x8")
 HOSTS = ("gpu-01", "gpu-02", "gpu-03")
 FABRIC_GROUP = ("gpu-01", "gpu-02")
+VENDORS = {host: GPU_MODELS[BOARD_PROFILES[profile].gpu_model].vendor for host, profile in zip(HOSTS, LAB_PROFILES)}
 DRILLED = sorted(book.id for book in runbooks().values() if book.lab_fault and not book.drilled_on_vm)
 # The host each fault is drilled on: the AMD host for AMD faults, the second NVIDIA host for the fabric
 # (its peer in the group is then the healthy reference), the first for the rest of NVIDIA's.
@@ -75,8 +77,8 @@ def test_a_healthy_fleet_and_a_fresh_boot_raise_no_alarm(fleet):
 
 
 def test_prometheus_scrapes_every_exporter_and_a_healthy_fleet_fires_nothing(fleet):
-    nvidia = [host for host, profile in zip(HOSTS, LAB_PROFILES) if profile.startswith("h200")]
-    amd = [host for host in HOSTS if host not in nvidia]
+    nvidia = [host for host in HOSTS if VENDORS[host] == "nvidia"]
+    amd = [host for host in HOSTS if VENDORS[host] == "amd"]
     expected = {("node", host) for host in HOSTS} | {("dcgm", host) for host in nvidia} | {
         ("amd", host) for host in amd} | {("engine", host) for host in HOSTS}  # llama-server's, with its API key
     monitoring.wait(lambda: {(series["job"], series["host"]) for series in monitoring.query("up == 1")} >= expected,
@@ -146,7 +148,6 @@ def test_a_bad_limit_is_refused_before_any_host_is_touched(fleet):
 def test_drill(fleet, runbook):
     fault = FAULTS[runbooks()[runbook].lab_fault]
     host = "gpu-02" if fault.name in FABRIC_FAULTS else DRILL_HOST[fault.vendor]
-    vendor = dict(zip(HOSTS, ("nvidia", "nvidia", "amd")))[host]
     assert fault.runbook == runbook
     # The fleet is clean here: the healthy-fleet test runs first, and every drill ends clean.
     if fault.name in FABRIC_FAULTS:  # the fabric check runs on idle hosts only
@@ -180,7 +181,7 @@ def test_drill(fleet, runbook):
         assert_clean(fleet)  # the runbook's own steps repaired the host: no clearing by the lab before this
         if runbook in WATCHED and runbook not in STAYS_AFTER_REMEDY:
             assert_resolved(runbook, host)
-        assert_watched(host, ("node", {"nvidia": "dcgm", "amd": "amd"}[vendor]))
+        assert_watched(host, ("node", {"nvidia": "dcgm", "amd": "amd"}[VENDORS[host]]))
     finally:
         k3ops("lab", "fault", host, "--clear")
         for name in FABRIC_GROUP if fault.name in FABRIC_FAULTS else ():

@@ -15,6 +15,7 @@ import socket
 import sys
 
 from . import nvidia_devices as devices
+from .dcgmi import hostengine_reachable
 from .host import SimHost
 from .metrics_http import serve_metrics
 from .nvidia_devices import NvidiaGpu
@@ -113,15 +114,6 @@ def page(host: SimHost, fields: list[tuple[str, str, str]], hostname: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def _hostengine_reachable(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host or "localhost", int(port)), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
-
-
 def _listen_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host.strip("[]"), int(port)
@@ -139,7 +131,7 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
     if remote is None:
         print("dcgm-exporter (k3ops lab): only the remote mode (-r) is simulated", file=sys.stderr)
         return 1
-    if not _hostengine_reachable(remote) or devices.driver_state(host) is not devices.DriverState.READY:
+    if not hostengine_reachable(remote) or devices.driver_state(host) is not devices.DriverState.READY:
         print(f'level=ERROR msg="Failed to connect to DCGM host engine" address={remote}', file=sys.stderr, flush=True)
         return 1
     hostname = socket.gethostname()
@@ -147,6 +139,6 @@ def main(argv: list[str], host: SimHost | None = None) -> int:
     bind, port = _listen_address(args.address)
     print(f'level=INFO msg="Starting webserver" address={args.address}', file=sys.stderr, flush=True)
     serve_metrics(bind or "0.0.0.0", port,
-                  lambda: page(host, fields, hostname) if _hostengine_reachable(remote) else None,
+                  lambda: page(host, fields, hostname) if hostengine_reachable(remote) else None,
                   "DCGM host engine unreachable")
     return 0

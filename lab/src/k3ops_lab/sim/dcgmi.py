@@ -133,7 +133,7 @@ def _options(arguments: list[str]) -> dict[str, str]:
     return options
 
 
-def _hostengine_reachable(address: str) -> bool:
+def hostengine_reachable(address: str) -> bool:
     """nv-hostengine answers where dcgmi connects: TCP host[:port], or unix://path."""
     try:
         if address.startswith(UNIX_SOCKET_PREFIX):
@@ -151,7 +151,7 @@ def _hostengine_reachable(address: str) -> bool:
 def _connected(host: SimHost, options: dict[str, str]) -> bool:
     """Whether a command that needs nv-hostengine gets one; prints dcgmi's errors when not."""
     address = options.get("host", DEFAULT_HOST)
-    if _hostengine_reachable(address) and devices.driver_state(host) is DriverState.READY:
+    if hostengine_reachable(address) and devices.driver_state(host) is DriverState.READY:
         return True
     print(NO_CONNECTION.format(host=address))
     print(CONNECTION_INVALID)
@@ -172,7 +172,7 @@ def diag(host: SimHost, options: dict[str, str]) -> int:
     if level is None:
         print(f"dcgmi diag (k3ops lab): run level {options.get('r')!r} is not simulated", file=sys.stderr)
         return EXIT_USAGE
-    if "host" in options and not _hostengine_reachable(options["host"]):
+    if "host" in options and not hostengine_reachable(options["host"]):
         print(NO_CONNECTION.format(host=options["host"]))
     if devices.driver_state(host) is not DriverState.READY:
         print(NO_EMBEDDED_ENGINE)
